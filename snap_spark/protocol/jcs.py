@@ -1,0 +1,131 @@
+"""RFC 8785 (JCS) canonicalization of SNAP payloads, with a fast path proven equal by tests.
+
+Numbers are IEEE-754 doubles, as in every JavaScript signer: an integer literal beyond
+2^53 canonicalizes to its nearest double, ``1.0`` to ``1`` and ``-0.0`` to ``0``; a number
+no double can hold is an :class:`~snap_spark.protocol.errors.InvalidPayload` (1004).
+
+The fast path serializes with ``orjson`` (sorted keys), which writes the same bytes as JCS
+when no value is a non-integral or out-of-range float and no key holds a character at or
+above U+E000 (where UTF-16 and code-point order differ). Anything else goes to ``rfc8785``.
+
+Examples:
+    >>> canonicalize({"z": 1, "a": [1.0, -0.0, "x"]})
+    b'{"a":[1,0,"x"],"z":1}'
+    >>> canonicalize({"n": 9007199254740993})
+    b'{"n":9007199254740992}'
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+import rfc8785
+
+from snap_spark.protocol.errors import InvalidPayload
+
+#: Largest integer a double holds exactly on both sides (``Number.MAX_SAFE_INTEGER``).
+MAX_SAFE_INTEGER = 2**53 - 1
+#: Payload depth limit (``constraints.md``): a scalar is 0, ``{}`` is 1.
+MAX_PAYLOAD_DEPTH = 10
+_SORT = orjson.OPT_SORT_KEYS
+
+
+class _Slow(Exception):
+    """Internal marker: the value needs the pure JCS serializer."""
+
+
+def normalize(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> tuple[Any, int, bool]:
+    """Return ``(normalized, depth, fast_ok)`` for a parsed JSON value.
+
+    ``normalized`` has every number as JavaScript would hold it (integral doubles within the
+    safe range become ``int``, larger integers become ``float``); ``depth`` is the nesting
+    depth; ``fast_ok`` says whether ``orjson`` may serialize it byte-for-byte as JCS.
+
+    Raises:
+        InvalidPayload: when deeper than ``max_depth`` or a number is not a finite double.
+    """
+    state = [True]
+    result, depth = _norm(value, 0, max_depth, state)
+    return result, depth, state[0]
+
+
+def _norm(value: Any, level: int, max_depth: int, state: list[bool]) -> tuple[Any, int]:
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value, 0
+    if t is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value, 0
+        try:
+            as_double = float(value)
+        except OverflowError:
+            raise InvalidPayload("number too large for an IEEE-754 double") from None
+        state[0] = False
+        return as_double, 0
+    if t is float:
+        if not math.isfinite(value):
+            raise InvalidPayload("number is not a finite IEEE-754 double")
+        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return int(value), 0
+        state[0] = False
+        return value, 0
+    if t is dict:
+        if level >= max_depth:
+            raise InvalidPayload(f"payload nesting deeper than {max_depth}")
+        out: dict[str, Any] = {}
+        deepest = 0
+        for key, child in value.items():
+            if state[0] and not key.isascii() and max(key) >= "\ue000":
+                state[0] = False
+            norm_child, child_depth = _norm(child, level + 1, max_depth, state)
+            out[key] = norm_child
+            if child_depth > deepest:
+                deepest = child_depth
+        return out, deepest + 1
+    if t is list:
+        if level >= max_depth:
+            raise InvalidPayload(f"payload nesting deeper than {max_depth}")
+        items = []
+        deepest = 0
+        for child in value:
+            norm_child, child_depth = _norm(child, level + 1, max_depth, state)
+            items.append(norm_child)
+            if child_depth > deepest:
+                deepest = child_depth
+        return items, deepest + 1
+    raise InvalidPayload(f"value of type {t.__name__} is not JSON")
+
+
+def canonicalize(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> bytes:
+    """JCS bytes of a parsed JSON value (numbers treated as doubles, see module doc).
+
+    Raises:
+        InvalidPayload: too deep, a number no double holds, or a string that is not valid
+            Unicode (a lone surrogate).
+    """
+    normalized, _depth, fast_ok = normalize(value, max_depth=max_depth)
+    return serialize_normalized(normalized, fast_ok)
+
+
+def serialize_normalized(normalized: Any, fast_ok: bool) -> bytes:
+    """Serialize a value already passed through :func:`normalize`."""
+    if fast_ok:
+        try:
+            return orjson.dumps(normalized, option=_SORT)
+        except orjson.JSONEncodeError:
+            pass  # e.g. a lone surrogate: let the reference serializer decide
+    try:
+        return bytes(rfc8785.dumps(normalized))
+    except rfc8785.CanonicalizationError as exc:
+        raise InvalidPayload(f"payload cannot be canonicalized: {exc}") from None
+
+
+def canonicalize_reference(value: Any) -> bytes:
+    """JCS through ``rfc8785`` only (after number normalization); the fast path's oracle."""
+    normalized, _depth, _fast = normalize(value, max_depth=10**9)
+    try:
+        return bytes(rfc8785.dumps(normalized))
+    except rfc8785.CanonicalizationError as exc:
+        raise InvalidPayload(f"payload cannot be canonicalized: {exc}") from None

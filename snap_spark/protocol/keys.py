@@ -1,0 +1,153 @@
+"""Keys and identities: BIP-341 taproot tweak and strict P2TR (bech32m) addresses.
+
+A SNAP identity is the P2TR address of the *tweaked* output key ``Q = P + t*G`` where
+``t = tagged_hash("TapTweak", P)`` (empty merkle root) and ``P`` is the agent's x-only
+internal key. Nostr uses ``P`` itself (``docs/discovery.md``, Key Encoding).
+
+Examples:
+    >>> priv = bytes.fromhex("0a" * 32)
+    >>> p2tr_address(internal_pubkey(priv))
+    'bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397'
+    >>> decode_p2tr('bc1p9vr5nzfrhhntjaulmer02vydas60ge8sry567kmxhcc0c0stxqgsgse397').network
+    'mainnet'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from bech32m import codecs as _bech32
+from coincurve import PrivateKey, PublicKeyXOnly
+
+from snap_spark.protocol.errors import IdentityInvalid
+
+Network = Literal["mainnet", "testnet"]
+
+#: secp256k1 group order.
+CURVE_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+
+_HRP_TO_NETWORK: dict[str, Network] = {"bc": "mainnet", "tb": "testnet"}
+_NETWORK_TO_HRP: dict[Network, str] = {"mainnet": "bc", "testnet": "tb"}
+P2TR_LENGTH = 62
+
+
+def tagged_hash(tag: str, data: bytes) -> bytes:
+    """BIP-340 tagged hash: ``SHA256(SHA256(tag) || SHA256(tag) || data)``."""
+    tag_digest = hashlib.sha256(tag.encode()).digest()
+    return hashlib.sha256(tag_digest + tag_digest + data).digest()
+
+
+def taptweak(internal_key: bytes) -> bytes:
+    """The BIP-341 tweak scalar ``t`` (32 bytes) for an x-only key with no script tree."""
+    return tagged_hash("TapTweak", internal_key)
+
+
+def internal_pubkey(private_key: bytes) -> bytes:
+    """The 32-byte x-only internal public key ``P`` of a private key (also the Nostr key)."""
+    return PublicKeyXOnly.from_secret(private_key).format()
+
+
+def tweak_public_key(internal_key: bytes) -> bytes:
+    """The tweaked output key ``Q`` (x-only, 32 bytes) of an x-only internal key.
+
+    Raises:
+        ValueError: if ``internal_key`` is not the x coordinate of a curve point.
+    """
+    point = PublicKeyXOnly(bytes(internal_key))
+    point.tweak_add(taptweak(bytes(internal_key)))
+    return point.format()
+
+
+def tweak_private_key(private_key: bytes) -> bytes:
+    """The private key of ``Q``: negate ``d`` if ``d*G`` has odd y, then add ``t`` (mod n)."""
+    xonly = PublicKeyXOnly.from_secret(private_key)
+    secret = int.from_bytes(private_key, "big")
+    if xonly.parity:  # odd y: BIP-340 uses the even-y representative
+        secret = CURVE_ORDER - secret
+    even = PrivateKey(secret.to_bytes(32, "big"))
+    return even.add(taptweak(xonly.format())).secret
+
+
+def encode_p2tr(output_key: bytes, network: Network = "mainnet") -> str:
+    """Encode a 32-byte tweaked output key as a P2TR address (bech32m, witness v1)."""
+    if len(output_key) != 32:
+        raise ValueError("a P2TR program is 32 bytes")
+    return str(_bech32.encode(_NETWORK_TO_HRP[network], 1, output_key))
+
+
+def p2tr_address(internal_key: bytes, network: Network = "mainnet") -> str:
+    """The SNAP identity (P2TR address) of an x-only internal key ``P``."""
+    return encode_p2tr(tweak_public_key(internal_key), network)
+
+
+@dataclass(frozen=True, slots=True)
+class P2TR:
+    """A decoded P2TR address: its network and 32-byte witness program (the key ``Q``)."""
+
+    network: Network
+    program: bytes
+
+
+def decode_p2tr(address: object) -> P2TR:
+    """Decode a strict SNAP P2TR address, or raise :class:`IdentityInvalid` saying why.
+
+    Strict means: a string of exactly 62 lowercase characters, ``bc1p``/``tb1p``, a valid
+    bech32m (not bech32) checksum, witness version 1, a 32-byte program, zero padding.
+    Whether the program is a valid x-only key is checked by :func:`xonly_key`.
+    Results are cached per address (decoding is pure Python and agents are few).
+    """
+    if not isinstance(address, str):
+        raise IdentityInvalid("address is not a string")
+    return _decode_p2tr_cached(address)
+
+
+@lru_cache(maxsize=1 << 16)
+def _decode_p2tr_cached(address: str) -> P2TR:
+    if len(address) != P2TR_LENGTH:
+        raise IdentityInvalid(f"P2TR address must be {P2TR_LENGTH} characters, got {len(address)}")
+    if not address.isascii() or address != address.lower():
+        raise IdentityInvalid("P2TR address must be lowercase ASCII")
+    prefix = address[:4]
+    if prefix not in ("bc1p", "tb1p"):
+        raise IdentityInvalid(f"P2TR address must start with bc1p or tb1p, not {prefix!r}")
+    try:
+        hrp, data, spec = _bech32.bech32_decode(address)
+    except _bech32.DecodeError:
+        raise IdentityInvalid("bad bech32m checksum or character") from None
+    if spec != _bech32.Encoding.BECH32M:
+        raise IdentityInvalid("bech32 (BIP-173) checksum; witness v1 needs bech32m (BIP-350)")
+    if data[0] != 1:  # unreachable after the prefix check, kept as a guard
+        raise IdentityInvalid(f"witness version {data[0]}, P2TR needs version 1")
+    try:
+        program = bytes(_bech32.convertbits(data[1:], 5, 8, False))
+    except _bech32.DecodeError:
+        raise IdentityInvalid("non-zero padding bits in the witness program") from None
+    if len(program) != 32:
+        raise IdentityInvalid(f"witness program is {len(program)} bytes, P2TR needs 32")
+    return P2TR(_HRP_TO_NETWORK[hrp], program)
+
+
+@lru_cache(maxsize=1 << 16)
+def xonly_key(program: bytes) -> PublicKeyXOnly | None:
+    """The parsed x-only key for a 32-byte program, or ``None`` if it is not on the curve."""
+    try:
+        return PublicKeyXOnly(program)
+    except ValueError:
+        return None
+
+
+def is_valid_p2tr(address: object, *, require_point: bool = True) -> bool:
+    """True when ``address`` is a strict P2TR address (and, by default, a real x-only key)."""
+    try:
+        decoded = decode_p2tr(address)
+    except IdentityInvalid:
+        return False
+    return not require_point or xonly_key(decoded.program) is not None
+
+
+def generate_private_key() -> bytes:
+    """A fresh random 32-byte private key."""
+    return PrivateKey().secret

@@ -1,0 +1,31 @@
+"""Shared fixtures: vector files, and one session-scoped local SparkSession for Spark tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VECTORS = Path(__file__).parent / "vectors"
+
+
+def load_vector(name: str) -> Any:
+    """Load a copied spec vector file from ``tests/vectors``."""
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def key_vectors() -> Any:
+    return load_vector("key-encoding.json")
+
+
+@pytest.fixture(scope="session")
+def jcs_vectors() -> Any:
+    return load_vector("jcs-payloads.json")
+
+
+@pytest.fixture(scope="session")
+def signature_vectors() -> Any:
+    return load_vector("schnorr-signatures.json")
