@@ -29,3 +29,22 @@ def jcs_vectors() -> Any:
 @pytest.fixture(scope="session")
 def signature_vectors() -> Any:
     return load_vector("schnorr-signatures.json")
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local[2] SparkSession for the whole run (delta's python tests do the same)."""
+    from snap_spark.session import build_session
+
+    session = build_session(
+        app_name="snap-spark-tests",
+        master="local[2]",
+        extra_conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "2g",
+        },
+    )
+    yield session
+    session.stop()
