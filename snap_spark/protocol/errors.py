@@ -85,3 +85,10 @@ class SignatureInvalid(SnapError):
     """2001: the signature does not verify against the sender's tweaked key."""
 
     code = ErrorCode.SIGNATURE_INVALID
+
+
+def fmt_seconds(value: float) -> str:
+    """Seconds for a reason text: ``1770163200`` not ``1.77016e+09``; fractions kept."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.6f}".rstrip("0").rstrip(".")

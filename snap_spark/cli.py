@@ -1,0 +1,288 @@
+"""The ``snap-spark`` command: check files, make sample traffic, make keys, sign messages.
+
+Run ``snap-spark --help`` or ``snap-spark COMMAND --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from snap_spark.protocol.errors import ERROR_NAMES
+
+EXIT_USAGE = 2
+
+
+def _add_check(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="verify every line of an NDJSON file (no Spark) and print one verdict per line",
+        description=(
+            "Read input lines (bare SNAP messages, or envelopes with received_at) and print "
+            'one JSON line per input line: {"line_no", "verdict", "error_code", '
+            '"error_detail"}. Replay dedupe is applied across the file in receipt order. '
+            "A summary goes to stderr."
+        ),
+    )
+    p.add_argument("file", help="input file (.jsonl/.ndjson/.json, optionally .gz); - for stdin")
+    p.add_argument(
+        "--bare-clock",
+        default="",
+        metavar="CLOCK",
+        help=(
+            "receipt time for bare lines (lines without an envelope received_at): 'now' "
+            "(the time the check starts), 'message' (trust the message timestamp: drift "
+            "always passes), or unix seconds. Without it, a bare line is an error."
+        ),
+    )
+    p.add_argument("--max-drift", type=float, default=60.0,
+                   help="allowed |received_at - timestamp| in seconds (default 60)")
+    p.add_argument("--replay-window", type=float, default=120.0,
+                   help="seconds an accepted (from, id) blocks repeats (default 120)")
+    p.add_argument("--output", "-o", default="-", help="where to write verdict lines (default -)")
+    p.add_argument("--summary-only", action="store_true",
+                   help="print only the summary (to stdout), not one line per input line")
+
+
+def _read_input(path: str) -> tuple[list[bytes | None], dict[int, str]]:
+    from snap_spark.lines import iter_file_lines
+
+    lines: list[bytes | None] = []
+    errors: dict[int, str] = {}
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        parts = data.split(b"\n")
+        if parts and parts[-1] == b"":
+            parts.pop()
+        return list(parts), errors
+    for line_no, raw, error in iter_file_lines(path):
+        lines.append(raw)
+        if error is not None:
+            errors[line_no] = error
+    return lines, errors
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from snap_spark.protocol.checker import check_lines
+    from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+
+    try:
+        clock = ReceiptClock.parse(args.bare_clock)
+    except ValueError as exc:
+        print(f"snap-spark check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.file != "-" and not os.path.isfile(args.file):
+        print(f"snap-spark check: no such file: {args.file}", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.monotonic()
+    lines, read_errors = _read_input(args.file)
+    try:
+        verdicts = check_lines(
+            lines, clock, max_drift=args.max_drift, replay_window=args.replay_window,
+            read_errors=read_errors,
+        )
+    except MissingReceiptTime as exc:
+        print(f"snap-spark check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    elapsed = time.monotonic() - started
+    counts = Counter(v.error_code for v in verdicts)
+    if not args.summary_only:
+        out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")  # noqa: SIM115
+        try:
+            for v in verdicts:
+                out.write(orjson.dumps(v.as_dict()) + b"\n")
+        finally:
+            if out is not sys.stdout.buffer:
+                out.close()
+    summary = format_summary(len(verdicts), counts, elapsed)
+    print(summary, file=sys.stdout if args.summary_only else sys.stderr)
+    return 0
+
+
+def format_summary(total: int, counts: Counter[int | None], seconds: float) -> str:
+    """Human summary: the balance valid + rejected = lines read, and counts per code."""
+    valid = counts.get(None, 0)
+    rejected = total - valid
+    rate = total / seconds if seconds > 0 else 0.0
+    rows = [
+        f"lines read: {total}   valid: {valid}   rejected: {rejected}   "
+        f"balance: {'OK' if valid + rejected == total else 'MISMATCH'}   "
+        f"({seconds:.1f}s, {rate:,.0f} lines/s)"
+    ]
+    for code in sorted(c for c in counts if c is not None):
+        rows.append(f"  {code} {ERROR_NAMES.get(code, '?'):<24} {counts[code]}")
+    return "\n".join(rows)
+
+
+def _add_sample(sub: Any) -> None:
+    p = sub.add_parser(
+        "sample",
+        help="write deterministic, signed sample traffic with labelled attacks",
+        description="Generate realistic SNAP traffic (NDJSON envelopes) with a share of attacks.",
+    )
+    p.add_argument("--agents", type=int, default=20, help="number of agents (default 20)")
+    p.add_argument("--messages", type=int, default=100_000, help="number of lines (default 100000)")
+    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    p.add_argument("--attack-share", type=float, default=0.10,
+                   help="share of attack/malformed lines (default 0.10)")
+    p.add_argument("--bare-share", type=float, default=0.0,
+                   help="share of lines written as bare messages without envelope (default 0)")
+    p.add_argument("--out", required=True, help="output file (.jsonl, or .jsonl.gz)")
+    p.add_argument("--labels", default=None,
+                   help="also write one JSON label per line: kind and expected error code")
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from snap_spark.sample import SampleConfig, write_sample
+
+    if args.agents < 2 or args.messages < 0:
+        print("snap-spark sample: need --agents >= 2 and --messages >= 0", file=sys.stderr)
+        return EXIT_USAGE
+    config = SampleConfig(
+        agents=args.agents, messages=args.messages, seed=args.seed,
+        attack_share=args.attack_share, bare_share=args.bare_share,
+    )
+    started = time.monotonic()
+    counts = write_sample(config, args.out, args.labels)
+    elapsed = time.monotonic() - started
+    attacks = sum(n for kind, n in counts.items() if not kind.startswith("honest"))
+    print(
+        f"wrote {sum(counts.values())} lines to {args.out} ({attacks} attack lines, "
+        f"{len(counts)} kinds) in {elapsed:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _add_keygen(sub: Any) -> None:
+    p = sub.add_parser("keygen", help="make a new agent key and show its identities")
+    p.add_argument("--network", choices=("mainnet", "testnet"), default="mainnet")
+    p.add_argument("--private-key", default=None,
+                   help="derive from this 64-hex private key instead of a random one")
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from snap_spark.protocol import keys
+
+    try:
+        priv = (
+            bytes.fromhex(args.private_key) if args.private_key else keys.generate_private_key()
+        )
+        internal = keys.internal_pubkey(priv)
+    except ValueError as exc:
+        print(f"snap-spark keygen: bad private key: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps({
+        "private_key": priv.hex(),
+        "nostr_pubkey": internal.hex(),
+        "tweaked_pubkey": keys.tweak_public_key(internal).hex(),
+        "p2tr_address": keys.p2tr_address(internal, args.network),
+        "network": args.network,
+    }, indent=2))
+    return 0
+
+
+def _add_sign(sub: Any) -> None:
+    p = sub.add_parser(
+        "sign",
+        help="sign a SNAP message (JSON object) with a private key",
+        description=(
+            "Read a message object (file or - for stdin), fill in 'from' from the key when "
+            "absent, and print it with 'sig' (BIP-340 over the taproot-tweaked key)."
+        ),
+    )
+    p.add_argument("message", help="message JSON file, or - for stdin")
+    key = p.add_mutually_exclusive_group(required=True)
+    key.add_argument("--key", help="64-hex private key")
+    key.add_argument("--key-file", help="file holding the 64-hex private key")
+    p.add_argument("--network", choices=("mainnet", "testnet"), default="mainnet",
+                   help="network for a 'from' filled in from the key (default mainnet)")
+    p.add_argument("--now", action="store_true", help="set timestamp to the current time")
+    p.add_argument("--zero-aux", action="store_true",
+                   help="use 32 zero bytes of aux randomness (deterministic, as the spec vectors)")
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    from snap_spark.protocol import keys
+    from snap_spark.protocol.errors import SnapError
+    from snap_spark.protocol.jsonparse import loads
+    from snap_spark.protocol.signing import sign_message
+    from snap_spark.protocol.validate import ReceiptClock, check_message
+
+    try:
+        if args.key:
+            key_hex = args.key
+        else:
+            with open(args.key_file, encoding="utf-8") as handle:
+                key_hex = handle.read().strip()
+        priv = bytes.fromhex(key_hex)
+        internal = keys.internal_pubkey(priv)
+    except (OSError, ValueError) as exc:
+        print(f"snap-spark sign: bad key: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.message == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(args.message, "rb") as handle:
+                raw = handle.read()
+        message = loads(raw)
+    except (OSError, SnapError) as exc:
+        print(f"snap-spark sign: cannot read message: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(message, dict):
+        print("snap-spark sign: the message must be a JSON object", file=sys.stderr)
+        return EXIT_USAGE
+    message.setdefault("from", keys.p2tr_address(internal, args.network))
+    if args.now:
+        message["timestamp"] = int(time.time())
+    probe = check_message({k: v for k, v in message.items() if k != "sig"}, None,
+                          ReceiptClock("message"))
+    if probe.pre_code is not None:
+        print(f"snap-spark sign: message is not valid ({probe.pre_code}): {probe.pre_detail}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if keys.decode_p2tr(message["from"]).program != keys.tweak_public_key(internal):
+        print("snap-spark sign: 'from' is not the address of this key", file=sys.stderr)
+        return EXIT_USAGE
+    signed = sign_message(message, priv, aux=bytes(32) if args.zero_aux else None)
+    print(json.dumps(signed, ensure_ascii=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="snap-spark",
+        description="Verify SNAP agent-to-agent traffic (pure-Python tools; the Spark job is "
+        "jobs/verify_messages.py).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_check(sub)
+    _add_sample(sub)
+    _add_keygen(sub)
+    _add_sign(sub)
+    return parser
+
+
+COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``snap-spark`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
