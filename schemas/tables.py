@@ -1,0 +1,72 @@
+"""One declared Spark schema per Delta table (ARCHITECTURE.md §3 "Tables").
+
+Change a schema only with a migration note in the README: notebooks and audits read them.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+def _f(name: str, dtype: object, nullable: bool = True) -> StructField:
+    return StructField(name, dtype, nullable)  # type: ignore[arg-type]
+
+
+#: One row per input line, exactly as read.
+RAW_MESSAGES = StructType([
+    _f("ingest_id", StringType(), False),  # one id per job run
+    _f("ingest_time", TimestampType(), False),
+    _f("source_file", StringType(), False),
+    _f("line_no", LongType(), False),  # 1-based
+    _f("byte_len", LongType(), False),
+    _f("raw_text", StringType()),  # the line as UTF-8 text (lossless unless raw_bytes is set)
+    _f("raw_bytes", BinaryType()),  # the exact bytes, only for lines that are not UTF-8
+    _f("read_error", StringType()),  # the file could not be read past this point
+    _f("is_envelope", BooleanType(), False),
+    _f("source", StringType()),  # envelope "source"
+    _f("received_at", DoubleType()),  # envelope receipt time, unix seconds
+    _f("received_time", TimestampType()),
+])
+
+#: One row per input line (valid or not), with the verdict.
+MESSAGES = StructType([
+    _f("ingest_id", StringType(), False),
+    _f("ingest_time", TimestampType(), False),
+    _f("source_file", StringType(), False),
+    _f("line_no", LongType(), False),
+    _f("msg_id", StringType()),
+    _f("version", StringType()),
+    _f("sender", StringType()),  # "from"
+    _f("recipient", StringType()),  # "to"
+    _f("msg_type", StringType()),
+    _f("method", StringType()),
+    _f("timestamp", LongType()),  # message timestamp, unix seconds
+    _f("event_time", TimestampType()),
+    _f("received_at", DoubleType()),  # receipt time used for the drift and replay checks
+    _f("received_time", TimestampType()),
+    _f("event_date", DateType(), False),  # partition: receipt date, else message date, else ingest
+    _f("task_id", StringType()),
+    _f("context_id", StringType()),
+    _f("task_state", StringType()),
+    _f("has_sig", BooleanType(), False),
+    _f("canonical_payload", StringType()),  # JCS(payload)
+    _f("verdict", StringType(), False),  # "valid" | "rejected"
+    _f("error_code", IntegerType()),  # SNAP code, null when valid
+    _f("error_name", StringType()),
+    _f("error_detail", StringType()),
+])
+
+MESSAGES_PARTITION = ("event_date",)
+
+TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES}

@@ -1,0 +1,1 @@
+"""Vectorized (Arrow batch) adapters of :mod:`snap_spark.protocol` for Spark."""
