@@ -1,0 +1,97 @@
+"""The snap-spark console script, run as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.unit.helpers import ADDR_A, PRIV_A, T0, envelope, message, signed
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "snap_spark.cli", *args], input=stdin,
+                          capture_output=True, timeout=120, check=False)
+
+
+def verdicts(out: bytes) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_check_prints_one_verdict_per_line(tmp_path: Path) -> None:
+    good = signed()
+    lines = [envelope(good), b"", b"{broken", envelope(good, T0 + 5),
+             b"\xff\xfe\x00garbage", envelope(message(id="msg-002"), T0)]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    proc = run("check", str(path))
+    assert proc.returncode == 0, proc.stderr
+    rows = verdicts(proc.stdout)
+    assert [r["line_no"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["error_code"] for r in rows] == [None, 1003, 1003, 2006, 1003, 2002]
+    assert rows[0]["verdict"] == "valid" and rows[1]["verdict"] == "rejected"
+    assert all(isinstance(r["error_detail"], str) for r in rows)
+    assert b"lines read: 6" in proc.stderr and b"balance: OK" in proc.stderr
+
+
+def test_check_reads_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(envelope(signed()) + b"\n")
+    rows = verdicts(run("check", str(path)).stdout)
+    assert [r["error_code"] for r in rows] == [None]
+
+
+def test_bare_lines_need_an_explicit_clock(tmp_path: Path) -> None:
+    path = tmp_path / "bare.jsonl"
+    path.write_bytes(json.dumps(signed()).encode() + b"\n")
+    refused = run("check", str(path))
+    assert refused.returncode == 2 and b"--bare-clock" in refused.stderr
+    assert refused.stdout == b""
+    ok = run("check", str(path), "--bare-clock", "message")
+    assert [r["error_code"] for r in verdicts(ok.stdout)] == [None]
+    stale = run("check", str(path), "--bare-clock", str(T0 + 3600))
+    assert [r["error_code"] for r in verdicts(stale.stdout)] == [2004]
+    assert run("check", str(path), "--bare-clock", "yesterday").returncode == 2
+
+
+def test_huge_and_deep_lines_are_rejected_not_crashed(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    huge = b'{"received_at": 1, "message": {"payload": "' + b"x" * (50 * 1024 * 1024) + b'"}}'
+    deep = b"[" * 10_000 + b"]" * 10_000
+    path.write_bytes(huge + b"\n" + deep + b"\n")
+    proc = run("check", str(path))
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert [r["error_code"] for r in verdicts(proc.stdout)] == [1003, 1003]
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run("check", str(tmp_path / "nope.jsonl"))
+    assert proc.returncode == 2 and b"no such file" in proc.stderr
+
+
+def test_keygen_and_sign_round_trip(tmp_path: Path) -> None:
+    keygen = run("keygen", "--private-key", PRIV_A.hex())
+    info = json.loads(keygen.stdout)
+    assert info["p2tr_address"] == ADDR_A
+    msg = message()
+    msg.pop("from")
+    proc = run("sign", "-", "--key", PRIV_A.hex(), "--zero-aux", stdin=json.dumps(msg).encode())
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["from"] == ADDR_A and out["sig"] == signed()["sig"]
+    path = tmp_path / "signed.jsonl"
+    path.write_bytes(envelope(out) + b"\n")
+    assert [r["error_code"] for r in verdicts(run("check", str(path)).stdout)] == [None]
+
+
+def test_sign_refuses_a_key_that_is_not_from(tmp_path: Path) -> None:
+    proc = run("sign", "-", "--key", "0b" * 32, stdin=json.dumps(message()).encode())
+    assert proc.returncode == 2 and b"not the address of this key" in proc.stderr
+
+
+def test_help_explains_the_clock() -> None:
+    proc = run("check", "--help")
+    assert proc.returncode == 0 and b"--bare-clock" in proc.stdout
