@@ -1,56 +1,229 @@
 """Split input files into lines exactly as every snap-spark reader does (Spark or not).
 
-Lines end at ``\\n`` only; the final newline of a file does not start an extra line, an
-empty line in the middle is a line, a ``\\r`` before ``\\n`` stays in the line (JSON treats
-it as whitespace). ``.gz`` files are decompressed. A file that cannot be read to the end
-yields the lines read so far and then one row with ``raw=None`` and the error, so that the
-failure is visible in the tables instead of silently shortening the file.
+Lines end at ``b"\\n"`` only; the ``b"\\n"`` is not part of the line but everything else
+is, including a ``b"\\r"`` before it, invalid UTF-8, NUL bytes and very long lines. A final
+``b"\\n"`` does not start an extra line, an empty line elsewhere is a line, a last line
+without ``b"\\n"`` is still a line, an empty file has no lines. Files ending in ``.gz`` (any
+case) are gunzipped, multi-member streams included.
+
+A corrupt or truncated ``.gz`` file yields the lines decoded before the damage, then ONE
+record with the next line number, ``raw = None`` and a ``read_error`` saying what failed.
+Other I/O errors are raised. This module imports no Spark: the command-line checker and the
+Spark Data Source (:mod:`snap_spark.pipeline.source`) both use it.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
+import os
 import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator, Sequence
 
-INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json")
+#: File name endings read from folders (compared case-insensitively).
+INPUT_SUFFIXES: tuple[str, ...] = (
+    ".jsonl",
+    ".ndjson",
+    ".json",
+    ".jsonl.gz",
+    ".ndjson.gz",
+    ".json.gz",
+)
+
+#: Bytes requested from a file per read call; memory use is about this plus the longest line.
+READ_CHUNK_BYTES = 1024 * 1024
+
+# What a damaged gzip stream raises while being read: a bad header or CRC
+# (BadGzipFile), a stream that stops early (EOFError), bad deflate data (zlib.error).
+_GZIP_DAMAGE = (gzip.BadGzipFile, EOFError, zlib.error)
+
+LineRecord = tuple[int, bytes | None, str | None]
 
 
-def is_input_file(name: str) -> bool:
-    """True for ``.jsonl``, ``.ndjson``, ``.json`` and the same with ``.gz``."""
-    lower = name.lower()
-    if lower.endswith(".gz"):
-        lower = lower[:-3]
-    return lower.endswith(INPUT_SUFFIXES)
+# --------------------------------------------------------------------------------------
+# Listing input files
+# --------------------------------------------------------------------------------------
 
 
-def open_input(path: str) -> BinaryIO:
-    """Open a file for binary reading, decompressing ``.gz``."""
+def is_input_file_name(path: str) -> bool:
+    """True when ``path`` ends in one of :data:`INPUT_SUFFIXES` (case-insensitive).
+
+    Examples:
+        >>> is_input_file_name("a/b.ndjson.gz"), is_input_file_name("a/b.txt")
+        (True, False)
+    """
+    return path.lower().endswith(INPUT_SUFFIXES)
+
+
+def _is_hidden(name: str) -> bool:
+    """Hidden by the Hadoop/Spark convention: ``.git``, ``_SUCCESS``, ``_delta_log``."""
+    return name.startswith((".", "_"))
+
+
+def _raise_walk_error(error: OSError) -> None:
+    """``os.walk`` ignores unreadable folders by default; an input must never vanish so."""
+    raise error
+
+
+def _walk_folder(folder: str) -> Iterator[str]:
+    """Input files under ``folder``, recursively, skipping hidden files and folders.
+
+    Symbolic links to folders are followed, each real folder visited once (no cycles).
+    """
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(
+        folder, followlinks=True, onerror=_raise_walk_error
+    ):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = [name for name in dirnames if not _is_hidden(name)]
+        for name in filenames:
+            if _is_hidden(name) or not is_input_file_name(name):
+                continue
+            path = os.path.join(dirpath, name)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(
+                    errno.ENOENT, "input file is a broken link or not a regular file", path
+                )
+            yield path
+
+
+def list_input_files(paths: Sequence[str]) -> list[str]:
+    """Expand files and folders into the sorted, de-duplicated absolute paths to read.
+
+    Folders are searched recursively for names ending in ``.jsonl``, ``.ndjson`` or
+    ``.json``, optionally followed by ``.gz`` (case-insensitive); other files are ignored,
+    and so are hidden entries (names starting with ``.`` or ``_``, folders included).
+    A file named explicitly is always read, hidden or not, but it must have one of those
+    endings. Paths are made absolute with :func:`os.path.abspath` (symbolic links are not
+    resolved), and a file reached twice is listed once.
+
+    Raises:
+        FileNotFoundError: a path does not exist (or a folder holds a broken link).
+        ValueError: an explicitly named file has an unsupported ending, or a path is
+            neither a regular file nor a folder.
+        OSError: a folder cannot be listed.
+
+    Examples:
+        >>> list_input_files(["/data/archive"])  # doctest: +SKIP
+        ['/data/archive/2025/01/a.jsonl.gz', '/data/archive/b.ndjson']
+    """
+    if isinstance(paths, str):  # a bare string is a Sequence[str] of characters
+        paths = [paths]
+    found: set[str] = set()
+    for given in paths:
+        path = os.path.abspath(os.fspath(given))
+        if os.path.isdir(path):
+            found.update(_walk_folder(path))
+        elif os.path.isfile(path):
+            if not is_input_file_name(path):
+                raise ValueError(
+                    f"input file {given!r} does not end in one of {', '.join(INPUT_SUFFIXES)}"
+                )
+            found.add(path)
+        elif os.path.lexists(path):
+            raise ValueError(f"input path {given!r} is neither a regular file nor a folder")
+        else:
+            raise FileNotFoundError(errno.ENOENT, "input path does not exist", given)
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------------------
+# Splitting one file into lines (pure Python)
+# --------------------------------------------------------------------------------------
+
+
+class _LineSplitter:
+    """Iterate the ``b"\\n"``-terminated lines of a byte stream, without the ``b"\\n"``.
+
+    Reads fixed-size chunks and splits them with ``bytes.split`` (C speed); a line that
+    spans chunks is joined once from its pieces, so a 50 MB line costs one copy, not a
+    quadratic series. ``bytes_read`` and ``pending_bytes`` stay readable after an error.
+    """
+
+    def __init__(self, read: Callable[[int], bytes], chunk_bytes: int = READ_CHUNK_BYTES):
+        self._read = read
+        self._chunk_bytes = chunk_bytes
+        #: (Decompressed) bytes taken from the stream so far.
+        self.bytes_read = 0
+        #: Bytes of the current line not yet terminated by ``b"\\n"``.
+        self.pending_bytes = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        pending: list[bytes] = []
+        while True:
+            chunk = self._read(self._chunk_bytes)
+            if not chunk:
+                break
+            self.bytes_read += len(chunk)
+            parts = chunk.split(b"\n")
+            tail = parts.pop()  # after the chunk's last b"\n": an unfinished line, or b""
+            if parts:
+                if pending:
+                    pending.append(parts[0])
+                    parts[0] = b"".join(pending)
+                    pending = []
+                    self.pending_bytes = 0
+                yield from parts
+            if tail:
+                pending.append(tail)
+                self.pending_bytes += len(tail)
+        if pending:  # the file does not end in b"\n": its last line still counts
+            self.pending_bytes = 0
+            yield b"".join(pending)
+
+
+def _open_input(path: str) -> gzip.GzipFile | io.FileIO:
+    """Open ``path`` for streaming: gunzipped when its name ends in ``.gz`` (any case)."""
     if path.lower().endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+        return gzip.GzipFile(path, "rb")
+    return io.FileIO(path, "rb")  # unbuffered: the splitter reads large chunks itself
 
 
-def iter_file_lines(path: str) -> Iterator[tuple[int, bytes | None, str | None]]:
-    """Yield ``(line_no, raw, read_error)`` for each line of ``path`` (1-based numbers)."""
+def iter_file_lines(path: str) -> Iterator[LineRecord]:
+    """Yield ``(line_no, raw, read_error)`` for every line of one file, streaming it.
+
+    ``line_no`` counts from 1; ``raw`` is the line's exact bytes without its terminating
+    ``b"\\n"`` (a ``b"\\r"`` before it is kept); ``read_error`` is ``None``. See the module
+    docstring for the line rules. Memory use is about one read chunk plus the longest line.
+
+    A ``.gz`` file is gunzipped. If its stream is corrupt or truncated, the lines decoded
+    before the damage are yielded, then one last record ``(next line_no, None, message)``
+    whose message names the file, the failure and how many bytes of an unterminated
+    partial line were discarded. Lines yielded before that record come from a stream later
+    found to be damaged (a CRC mismatch is only detected at the end of a gzip member).
+
+    Raises:
+        OSError: the file cannot be opened or read (other than gzip damage).
+
+    Examples:
+        >>> import tempfile, os
+        >>> with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as f:
+        ...     _ = f.write(b'{"a":1}\\r\\n\\nlast')
+        >>> list(iter_file_lines(f.name))
+        [(1, b'{"a":1}\\r', None), (2, b'', None), (3, b'last', None)]
+        >>> os.unlink(f.name)
+    """
     line_no = 0
-    try:
-        with open_input(path) as handle:
-            pending: bytes | None = None
-            for chunk in _lines(handle):
-                if pending is not None:
-                    line_no += 1
-                    yield line_no, pending, None
-                pending = chunk
-            if pending is not None:
+    with _open_input(path) as stream:
+        read: Callable[[int], bytes]
+        # read1 returns what one decompression step produced, so a damaged stream loses
+        # as little already-decoded data as possible.
+        read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
+        splitter = _LineSplitter(read)
+        try:
+            for raw in splitter:
                 line_no += 1
-                yield line_no, pending, None
-    except (OSError, EOFError, zlib.error) as exc:
-        yield line_no + 1, None, f"{type(exc).__name__}: {exc}"
-
-
-def _lines(handle: BinaryIO) -> Iterator[bytes]:
-    """Lines without their ``\\n`` (binary iteration splits on ``\\n`` only)."""
-    for line in handle:
-        yield line[:-1] if line.endswith(b"\n") else line
+                yield line_no, raw, None
+        except _GZIP_DAMAGE as exc:
+            yield (
+                line_no + 1,
+                None,
+                f"corrupt or truncated gzip file {path}: {type(exc).__name__}: {exc} "
+                f"(after line {line_no} and {splitter.bytes_read} decompressed bytes; "
+                f"{splitter.pending_bytes} bytes of an unterminated partial line discarded)",
+            )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -161,8 +161,8 @@ def to_messages(ingest_id: str, ingest_time_us: int) -> Any:
         out = resolved.select(
             F.lit(ingest_id).alias("ingest_id"),
             ingest_time.alias("ingest_time"),
-            "source_file", "line_no", "msg_id", "version", "sender", "recipient", "msg_type",
-            "method", "timestamp",
+            "source_file", "file_key", "line_no", "msg_id", "version", "sender", "recipient",
+            "msg_type", "method", "timestamp",
             event_time.alias("event_time"),
             "received_at",
             received_time.alias("received_time"),
@@ -188,7 +188,7 @@ def to_raw_messages(ingest_id: str, ingest_time_us: int) -> Any:
         out = checked.select(
             F.lit(ingest_id).alias("ingest_id"),
             F.timestamp_micros(F.lit(ingest_time_us)).alias("ingest_time"),
-            "source_file", "line_no", "byte_len", "raw_text", "raw_bytes", "read_error",
+            "source_file", "file_key", "line_no", "byte_len", "raw_text", "raw_bytes", "read_error",
             "is_envelope", "source",
             F.col("envelope_received_at").alias("received_at"),
             _unix_to_ts(F.col("envelope_received_at")).alias("received_time"),

@@ -1,0 +1,1 @@
+"""DataFrame -> DataFrame transforms of the snap-spark pipeline (read, parse, verify, fold)."""
