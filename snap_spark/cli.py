@@ -141,7 +141,7 @@ def _add_sample(sub: Any) -> None:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from snap_spark.sample import SampleConfig, write_sample
+    from snap_spark.sample import HONEST_KINDS, SampleConfig, write_sample
 
     if args.agents < 2 or args.messages < 0:
         print("snap-spark sample: need --agents >= 2 and --messages >= 0", file=sys.stderr)
@@ -153,7 +153,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     started = time.monotonic()
     counts = write_sample(config, args.out, args.labels)
     elapsed = time.monotonic() - started
-    attacks = sum(n for kind, n in counts.items() if not kind.startswith("honest"))
+    attacks = sum(n for kind, n in counts.items() if kind not in HONEST_KINDS)
     print(
         f"wrote {sum(counts.values())} lines to {args.out} ({attacks} attack lines, "
         f"{len(counts)} kinds) in {elapsed:.1f}s",
