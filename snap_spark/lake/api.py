@@ -1,0 +1,92 @@
+"""The Delta table API every backend implements, and the errors it raises.
+
+A :class:`Lake` appends with an idempotency token, merges by keys, reads a table at a version,
+and reports history and app transaction versions. :func:`snap_spark.lake.get_lake` picks the
+backend that fits the session: ``delta-spark`` on clusters with Delta's JARs, ``delta-rs``
+(the ``deltalake`` package) everywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class LakeError(RuntimeError):
+    """A Delta table operation could not be carried out as asked."""
+
+
+class LakeSchemaError(LakeError, ValueError):
+    """A DataFrame does not fit a table (columns, types, partitioning) or plain Delta."""
+
+
+@runtime_checkable
+class Lake(Protocol):
+    """One small API over Delta tables; see :mod:`snap_spark.lake` for the two backends.
+
+    Every table it creates is plain Delta (reader/writer protocol 1/2, no deletion vectors,
+    microsecond UTC timestamps) so Spark with Delta, delta-rs, DuckDB and Polars all open it.
+    """
+
+    #: ``"delta-rs"`` or ``"delta-spark"``.
+    name: str
+
+    def append(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        app_id: str,
+        version: int,
+        partition_by: Sequence[str] = (),
+    ) -> bool:
+        """Append ``df`` as one Delta commit carrying the app transaction ``(app_id, version)``.
+
+        When the table already holds a transaction ``>= version`` for ``app_id`` nothing is
+        written and ``False`` is returned (idempotent re-runs, replayed streaming batches).
+        The table is created when absent, partitioned by ``partition_by``; on an existing
+        table ``partition_by`` must be empty or equal to its partition columns. An empty
+        ``df`` still commits (no files, only the app transaction), so the token advances and
+        a new table gets its schema.
+        """
+        ...
+
+    def merge(
+        self,
+        df: DataFrame,
+        path: str,
+        keys: Sequence[str],
+        *,
+        app_id: str | None = None,
+        version: int | None = None,
+    ) -> None:
+        """Upsert ``df`` by ``keys``: update every column of matching rows, insert the rest.
+
+        The table is created from ``df`` when absent. With ``app_id`` and ``version`` the
+        merge is skipped when the table already holds that transaction (or a later one).
+        """
+        ...
+
+    def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+        """Read the table, at ``version`` when given, else its latest version."""
+        ...
+
+    def history(self, path: str) -> list[dict[str, Any]]:
+        """Commits of the table, newest first.
+
+        Every entry has at least ``version`` (int), ``timestamp`` (int, ms since the epoch),
+        ``operation`` (str) and ``operationParameters``; append commits made through this API
+        carry ``userMetadata`` naming the write.
+        """
+        ...
+
+    def txn_version(self, path: str, app_id: str) -> int | None:
+        """Latest app transaction version recorded for ``app_id``; ``None`` if none/no table."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """True when ``path`` holds a Delta table."""
+        ...

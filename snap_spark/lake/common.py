@@ -1,0 +1,157 @@
+"""Helpers both backends share: locations, argument checks, and the append commit marker.
+
+Every append commit made through :mod:`snap_spark.lake` carries ``userMetadata`` naming the
+write (:func:`write_marker`), so the caller can tell "my commit landed" from "another writer
+committed this app transaction first" by looking at the commits made since it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from snap_spark.lake.api import LakeError, LakeSchemaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+#: ``writer`` value of the ``userMetadata`` marker on append commits made by this package.
+WRITER_NAME = "snap-spark"
+
+
+def table_uri(path: str) -> str:
+    """Normalise a table location: an absolute local path, or a remote URI as given.
+
+    Examples:
+        >>> table_uri("file:///lake/messages/")
+        '/lake/messages'
+        >>> table_uri("s3://bucket/lake/messages/")
+        's3://bucket/lake/messages'
+    """
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        return os.path.abspath(unquote(parsed.path))
+    if len(parsed.scheme) > 1:  # one letter is a Windows drive, not a scheme
+        return path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def write_marker(write_id: str, app_id: str, version: int) -> str:
+    """The ``userMetadata`` string of an append commit made through this package.
+
+    Examples:
+        >>> write_marker("w1", "ingest", 3)
+        '{"writer":"snap-spark","writeId":"w1","appId":"ingest","txnVersion":3}'
+    """
+    return json.dumps(
+        {"writer": WRITER_NAME, "writeId": write_id, "appId": app_id, "txnVersion": version},
+        separators=(",", ":"),
+    )
+
+
+def marker_write_id(user_metadata: Any) -> str | None:
+    """The write id in a commit's ``userMetadata`` when this package made the commit.
+
+    Examples:
+        >>> marker_write_id(write_marker("w1", "ingest", 3))
+        'w1'
+        >>> marker_write_id("a note someone wrote") is None
+        True
+    """
+    if not isinstance(user_metadata, str):
+        return None
+    try:
+        parsed = json.loads(user_metadata)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict) and parsed.get("writer") == WRITER_NAME:
+        write_id = parsed.get("writeId")
+        return write_id if isinstance(write_id, str) else None
+    return None
+
+
+def check_txn(app_id: str, version: int) -> None:
+    """Raise ``ValueError`` unless ``app_id`` is a non-empty string and ``version`` an int >= 0.
+
+    Examples:
+        >>> check_txn("ingest", -1)
+        Traceback (most recent call last):
+        ...
+        ValueError: version must be a non-negative int, got -1
+    """
+    if not isinstance(app_id, str) or not app_id:
+        raise ValueError("app_id must be a non-empty string")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"version must be a non-negative int, got {version!r}")
+
+
+def check_batch(df: DataFrame) -> None:
+    """Raise :class:`LakeError` for a streaming DataFrame (write it from ``foreachBatch``).
+
+    Examples:
+        >>> check_batch(spark.range(3))  # doctest: +SKIP
+    """
+    if df.isStreaming:
+        raise LakeError(
+            "a streaming DataFrame cannot be appended directly; call the lake from "
+            "foreachBatch with (query id, batch id) as (app_id, version)"
+        )
+
+
+def merge_txn(app_id: str | None, version: int | None) -> tuple[str, int] | None:
+    """The optional app transaction of a merge: both parts, or neither.
+
+    Examples:
+        >>> merge_txn(None, None) is None
+        True
+        >>> merge_txn("tasks", 2)
+        ('tasks', 2)
+    """
+    if app_id is None and version is None:
+        return None
+    if app_id is None or version is None:
+        raise ValueError("give both app_id and version, or neither")
+    check_txn(app_id, version)
+    return app_id, version
+
+
+def check_keys(schema: StructType, keys: Sequence[str]) -> list[str]:
+    """Validate merge keys against ``schema``; returns them as a list.
+
+    Examples:
+        >>> from pyspark.sql.types import StructType, StructField, StringType
+        >>> check_keys(StructType([StructField("task_id", StringType())]), ["task_id"])
+        ['task_id']
+    """
+    if isinstance(keys, str) or not keys:
+        raise ValueError("keys must be a non-empty sequence of column names")
+    missing = [k for k in keys if k not in schema.names]
+    if missing:
+        raise LakeSchemaError(f"merge keys {missing} are not columns of the DataFrame")
+    return list(keys)
+
+
+def quote_identifier(name: str) -> str:
+    """Backtick-quote a column name for a SQL predicate (Spark and delta-rs both read it).
+
+    Examples:
+        >>> quote_identifier("taskId")
+        '`taskId`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+def merge_condition(keys: Sequence[str], target: str = "t", source: str = "s") -> str:
+    """The ``AND`` of key equalities between target and source aliases.
+
+    Examples:
+        >>> merge_condition(["task_id", "context_id"])
+        't.`task_id` = s.`task_id` AND t.`context_id` = s.`context_id`'
+    """
+    return " AND ".join(
+        f"{target}.{quote_identifier(k)} = {source}.{quote_identifier(k)}" for k in keys
+    )

@@ -1,0 +1,511 @@
+"""The embedded Delta backend: Spark writes Parquet, delta-rs (``deltalake``) commits.
+
+Appends
+    :meth:`DeltaRsLake.append` checks the app transaction first (a replayed batch costs no
+    Spark job), then runs ``df.write.format("snap_delta_rs")`` (see
+    :mod:`snap_spark.lake.datasource`): executors write the Parquet files straight into the
+    table folder and the driver commits them all in one Delta transaction with
+    ``DeltaTable.create_write_transaction`` (or ``create_table_with_add_actions`` for a new
+    table), passing ``CommitProperties(app_transactions=[Transaction(app_id, version)])`` and
+    a ``userMetadata`` marker naming the write. delta-rs does not itself refuse an app
+    transaction version it has seen, so :func:`commit_files` re-checks it on the fresh
+    snapshot right before committing and retries on commit conflicts.
+
+Reads
+    The snapshot's add actions give the file list; Spark reads those Parquet files with the
+    table schema. Partition values come from Spark's Hive partition discovery when every file
+    sits in the ``col=value/`` folder its log entry names (files written here do), else each
+    partition's files are read apart and the values added as literals.
+
+Merges
+    ``DeltaTable.merge`` on the driver, with the source collected as Arrow (``df.toArrow()``).
+    That is meant for small, dimension-like tables (``tasks``, ``agent_cards``): the source
+    must fit in driver memory.
+
+Paths are local paths or ``file:`` URIs; other URIs are passed to pyarrow and delta-rs
+as they are (credentials from the environment).
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Sequence
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.common import (
+    check_batch,
+    check_keys,
+    check_txn,
+    marker_write_id,
+    merge_condition,
+    merge_txn,
+    table_uri,
+    write_marker,
+)
+from snap_spark.lake.files import NULL_PARTITION, DataFile, partition_string, unescape_path_name
+from snap_spark.lake.schema import (
+    check_delta_compatible,
+    check_partition_columns,
+    conform,
+    describe_mismatch,
+    from_delta_json,
+    nullable_schema,
+    same_columns,
+    to_arrow,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Commit attempts when concurrent writers keep winning the race for the next version.
+MAX_COMMIT_ATTEMPTS = 10
+
+
+# -- paths and snapshots --------------------------------------------------------------------
+
+
+def open_table(uri: str, version: int | None = None) -> DeltaTable | None:
+    """The Delta table at ``uri`` (at ``version``), or ``None`` when there is no table."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(uri):
+        return None
+    return DeltaTable(uri, version=version)
+
+
+def table_schema(table: DeltaTable) -> StructType:
+    """The Spark schema of a delta-rs table snapshot."""
+    return from_delta_json(table.schema().to_json())
+
+
+def write_committed(uri: str, write_id: str, start_version: int) -> bool:
+    """True when a commit after ``start_version`` carries the marker of ``write_id``."""
+    table = open_table(uri)
+    if table is None:
+        return False
+    newer = table.version() - start_version
+    if newer <= 0:
+        return False
+    return any(
+        marker_write_id(entry.get("userMetadata")) == write_id
+        for entry in table.history(limit=newer)
+    )
+
+
+# -- commit (driver) ------------------------------------------------------------------------
+
+
+def commit_files(
+    uri: str,
+    files: Sequence[DataFile],
+    schema: StructType,
+    partition_by: Sequence[str],
+    *,
+    app_id: str,
+    version: int,
+    write_id: str,
+) -> bool:
+    """Commit already-written data files as one Delta transaction with ``(app_id, version)``.
+
+    Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
+    absent. Returns ``False`` without committing when the table already has a transaction
+    ``>= version`` for ``app_id``. An empty ``files`` still commits the app transaction.
+
+    Examples:
+        >>> commit_files("/lake/t", files, schema, ["day"], app_id="q", version=7,
+        ...              write_id="w")  # doctest: +SKIP
+        True
+    """
+    from deltalake import Schema as DeltaSchema
+    from deltalake.exceptions import CommitFailedError, DeltaError
+    from deltalake.transaction import (
+        AddAction,
+        CommitProperties,
+        RemoveAction,
+        Transaction,
+        create_table_with_add_actions,
+    )
+
+    adds = [
+        AddAction(
+            path=f.path,
+            size=f.size,
+            partition_values=f.partition_values,
+            modification_time=f.modification_time,
+            data_change=True,
+            stats=f.stats,
+        )
+        for f in files
+    ]
+    file_actions: list[AddAction | RemoveAction] = list(adds)
+    properties = CommitProperties(
+        custom_metadata={"userMetadata": write_marker(write_id, app_id, version)},
+        app_transactions=[Transaction(app_id, version)],
+    )
+    wanted = nullable_schema(schema)
+    last_error: Exception | None = None
+    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+        table = open_table(uri)
+        if table is None:
+            try:
+                create_table_with_add_actions(
+                    uri,
+                    DeltaSchema.from_json(wanted.json()),
+                    adds,
+                    mode="error",
+                    partition_by=list(partition_by),
+                    commit_properties=properties,
+                )
+                return True
+            except DeltaError as error:  # another writer created the table meanwhile
+                last_error = error
+                continue
+        done = table.transaction_version(app_id)
+        if done is not None and done >= version:
+            return False
+        existing = table_schema(table)
+        if not same_columns(existing, wanted):
+            raise LakeSchemaError(
+                f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
+            )
+        table_partitions = list(table.metadata().partition_columns)
+        if table_partitions != list(partition_by):
+            raise LakeSchemaError(
+                f"table at {uri} is partitioned by {table_partitions}, "
+                f"the files by {list(partition_by)}"
+            )
+        try:
+            table.create_write_transaction(
+                file_actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=table_partitions,
+                commit_properties=properties,
+            )
+            return True
+        except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
+            last_error = error
+    raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+
+
+# -- reads (Spark) --------------------------------------------------------------------------
+
+
+def read_table(spark: SparkSession, uri: str, version: int | None = None) -> DataFrame:
+    """Read a Delta table snapshot with Spark from the files delta-rs lists.
+
+    Examples:
+        >>> read_table(spark, "/lake/messages", version=3).count()  # doctest: +SKIP
+        1000
+    """
+    import pyarrow as pa
+
+    table = open_table(uri, version)
+    if table is None:
+        raise LakeError(f"no Delta table at {uri}")
+    schema = table_schema(table)
+    partition_columns = list(table.metadata().partition_columns)
+    actions = pa.table(table.get_add_actions(flatten=False))
+    if actions.num_rows == 0:
+        return spark.createDataFrame([], schema)
+    log_paths: list[str] = actions.column("path").to_pylist()
+    files = [_absolute(uri, p) for p in log_paths]
+    columns = [f.name for f in schema.fields]
+    if not partition_columns:
+        return spark.read.schema(schema).parquet(*files).select(*columns)
+    partitions = _partition_values(actions, partition_columns)
+    if _hive_layout(log_paths, partitions, partition_columns):
+        return spark.read.schema(schema).option("basePath", uri).parquet(*files).select(*columns)
+    return _read_by_partition(spark, schema, partition_columns, files, partitions)
+
+
+def _absolute(uri: str, log_path: str) -> str:
+    """Location of a data file for Spark, from its URI-encoded log path.
+
+    Examples:
+        >>> _absolute("/lake/t", "day=2024-05-01/part-0.parquet")
+        '/lake/t/day=2024-05-01/part-0.parquet'
+        >>> _absolute("/lake/t", "file:///elsewhere/a%20b.parquet")
+        '/elsewhere/a b.parquet'
+    """
+    if _is_absolute(log_path):
+        parsed = urlparse(log_path)
+        if parsed.scheme in ("", "file"):
+            return unquote(parsed.path)
+        return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+    return f"{uri.rstrip('/')}/{unquote(log_path)}"
+
+
+def _is_absolute(log_path: str) -> bool:
+    return "://" in log_path or log_path.startswith(("/", "file:"))
+
+
+def _partition_values(actions: pa.Table, partition_columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each file's partition values, typed (delta-rs parses the log's strings)."""
+    rows = actions.column("partition").to_pylist()
+    return [tuple(row[c] for c in partition_columns) for row in rows]
+
+
+def _hive_layout(
+    log_paths: Sequence[str],
+    partitions: Sequence[tuple[Any, ...]],
+    partition_columns: Sequence[str],
+) -> bool:
+    """True when Spark's partition discovery yields exactly the log's partition values.
+
+    That holds when every file is ``col1=v1/.../file`` under the table root with each folder
+    value decoding (as Spark decodes) to the value in the log, and every partition column has
+    a type this package partitions by (timestamps, for one, are read in the session zone).
+    """
+    for log_path, typed in zip(log_paths, partitions, strict=True):
+        if _is_absolute(log_path):
+            return False
+        try:
+            values = [partition_string(value) for value in typed]
+        except TypeError:
+            return False
+        segments = unquote(log_path).split("/")
+        if len(segments) != len(partition_columns) + 1:
+            return False
+        for segment, column, value in zip(segments, partition_columns, values, strict=False):
+            name, sep, encoded = segment.partition("=")
+            if not sep or unescape_path_name(name) != column:
+                return False
+            expected = NULL_PARTITION if value is None else value
+            if unescape_path_name(encoded) != expected:
+                return False
+    return True
+
+
+def _read_by_partition(
+    spark: SparkSession,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    files: Sequence[str],
+    partitions: Sequence[tuple[Any, ...]],
+) -> DataFrame:
+    """Read each partition's files apart and add its (typed) values as literal columns."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType as SparkStructType
+
+    data_schema = SparkStructType([f for f in schema.fields if f.name not in partition_columns])
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for path, values in zip(files, partitions, strict=True):
+        groups.setdefault(values, []).append(path)
+    frames = []
+    for values, paths in groups.items():
+        literals = dict(zip(partition_columns, values, strict=True))
+        frame = spark.read.schema(data_schema).parquet(*paths)
+        frames.append(
+            frame.select(
+                *[
+                    F.lit(literals[f.name]).cast(f.dataType).alias(f.name)
+                    if f.name in literals
+                    else F.col(f.name)
+                    for f in schema.fields
+                ]
+            )
+        )
+    return reduce(lambda left, right: left.unionByName(right), frames)
+
+
+# -- the backend ----------------------------------------------------------------------------
+
+
+class DeltaRsLake:
+    """:class:`~snap_spark.lake.Lake` backend on delta-rs, for sessions without Delta's JARs.
+
+    Examples:
+        >>> lake = DeltaRsLake()
+        >>> lake.name
+        'delta-rs'
+        >>> lake.append(df, "/lake/messages", app_id="ingest", version=0)  # doctest: +SKIP
+        True
+    """
+
+    name = "delta-rs"
+
+    def append(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        app_id: str,
+        version: int,
+        partition_by: Sequence[str] = (),
+    ) -> bool:
+        """Append ``df`` in one commit with ``(app_id, version)``; see :meth:`Lake.append`.
+
+        Examples:
+            >>> lake.append(df, "/lake/raw", app_id="q1", version=4,
+            ...             partition_by=["ingest_date"])  # doctest: +SKIP
+            True
+        """
+        from snap_spark.lake.datasource import SOURCE_NAME, WriteSpec
+
+        uri = table_uri(path)
+        check_txn(app_id, version)
+        check_batch(df)
+        check_delta_compatible(df.schema)
+        columns = check_partition_columns(df.schema, partition_by)
+        table = open_table(uri)
+        start_version = -1
+        if table is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= version:
+                return False
+            df = conform(df, table_schema(table), uri)
+            existing = list(table.metadata().partition_columns)
+            if columns and columns != existing:
+                raise LakeSchemaError(f"table at {uri} is partitioned by {existing}, not {columns}")
+            columns = existing
+            start_version = table.version()
+        spec = WriteSpec(
+            table_uri=uri,
+            app_id=app_id,
+            version=version,
+            partition_by=tuple(columns),
+            write_id=uuid.uuid4().hex,
+            start_version=start_version,
+        )
+        _register_source(df.sparkSession)
+        df.write.format(SOURCE_NAME).mode("append").options(**spec.to_options()).save()
+        return write_committed(uri, spec.write_id, start_version)
+
+    def merge(
+        self,
+        df: DataFrame,
+        path: str,
+        keys: Sequence[str],
+        *,
+        app_id: str | None = None,
+        version: int | None = None,
+    ) -> None:
+        """Upsert ``df`` by ``keys`` with delta-rs's merger; see :meth:`Lake.merge`.
+
+        The source is collected to the driver as Arrow, so keep it dimension-sized. Keys must
+        be unique in ``df``; rows with a null key never match and are inserted.
+
+        Examples:
+            >>> lake.merge(tasks_df, "/lake/tasks", ["task_id"])  # doctest: +SKIP
+        """
+        from deltalake import write_deltalake
+        from deltalake.transaction import CommitProperties, Transaction
+
+        uri = table_uri(path)
+        txn = merge_txn(app_id, version)
+        check_batch(df)
+        check_delta_compatible(df.schema)
+        check_keys(df.schema, keys)
+        properties = (
+            CommitProperties(app_transactions=[Transaction(txn[0], txn[1])]) if txn else None
+        )
+        table = open_table(uri)
+        if table is not None:
+            if txn is not None:
+                done = table.transaction_version(txn[0])
+                if done is not None and done >= txn[1]:
+                    return
+            df = conform(df, table_schema(table), uri)
+        source = _collect_arrow(df)
+        _check_unique_keys(source, keys)
+        if table is None:
+            write_deltalake(uri, source, mode="append", commit_properties=properties)
+            return
+        (
+            table.merge(
+                source,
+                merge_condition(keys),
+                source_alias="s",
+                target_alias="t",
+                commit_properties=properties,
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+        """Read the table (at ``version``) with Spark; see :func:`read_table`.
+
+        Examples:
+            >>> lake.read(spark, "/lake/tasks").count()  # doctest: +SKIP
+            42
+        """
+        return read_table(spark, table_uri(path), version)
+
+    def history(self, path: str) -> list[dict[str, Any]]:
+        """Commit infos, newest first (delta-rs already uses the normalised keys).
+
+        Examples:
+            >>> [h["operation"] for h in lake.history("/lake/tasks")]  # doctest: +SKIP
+            ['MERGE', 'WRITE', 'CREATE TABLE']
+        """
+        table = open_table(table_uri(path))
+        if table is None:
+            raise LakeError(f"no Delta table at {path}")
+        return [dict(entry) for entry in table.history()]
+
+    def txn_version(self, path: str, app_id: str) -> int | None:
+        """Latest transaction version of ``app_id`` (``None``: none yet, or no table).
+
+        Examples:
+            >>> lake.txn_version("/lake/messages", "ingest")  # doctest: +SKIP
+            4
+        """
+        return read_txn_version(table_uri(path), app_id)
+
+    def exists(self, path: str) -> bool:
+        """True when ``path`` holds a Delta table.
+
+        Examples:
+            >>> DeltaRsLake().exists("/nowhere/at/all")
+            False
+        """
+        from deltalake import DeltaTable
+
+        return bool(DeltaTable.is_deltatable(table_uri(path)))
+
+
+#: Sessions the data source is registered with (registering again only logs a warning).
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
+def _register_source(spark: SparkSession) -> None:
+    """Register the ``snap_delta_rs`` data source with ``spark`` once."""
+    from snap_spark.lake.datasource import DeltaRsDataSource
+
+    if spark not in _REGISTERED:
+        spark.dataSource.register(DeltaRsDataSource)
+        _REGISTERED.add(spark)
+
+
+def read_txn_version(uri: str, app_id: str) -> int | None:
+    """Latest app transaction version of ``app_id`` in the table at ``uri`` (any writer)."""
+    table = open_table(uri)
+    if table is None:
+        return None
+    done = table.transaction_version(app_id)
+    return None if done is None else int(done)
+
+
+def _collect_arrow(df: DataFrame) -> pa.Table:
+    """``df`` on the driver as Arrow, with the table's Arrow types (UTC microseconds)."""
+    return df.toArrow().cast(to_arrow(df.schema))
+
+
+def _check_unique_keys(source: pa.Table, keys: Sequence[str]) -> None:
+    import pyarrow.compute as pc
+
+    if source.num_rows == 0:
+        return
+    counts = source.group_by(list(keys)).aggregate([([], "count_all")])
+    if pc.max(counts.column("count_all")).as_py() > 1:
+        raise LakeError(f"merge source has several rows for the same key {list(keys)}")

@@ -1,0 +1,298 @@
+"""``jobs/verify_messages.py``: land SNAP message archives into Delta with a verdict per line.
+
+Usage (see ``--help``)::
+
+    spark-submit jobs/verify_messages.py --input PATH [--input PATH ...] --lake DIR
+
+Re-runs are idempotent: every input file has an ingest key (path, size, modification time);
+files whose key is already in a table are not written to it again, and each commit carries
+a Delta app transaction naming the exact set of files it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+import tomllib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from snap_spark.protocol.errors import ERROR_NAMES
+
+DEFAULT_PIPELINE_CONF = Path(__file__).resolve().parents[2] / "conf" / "pipeline.toml"
+APP_ID_PREFIX = "snap-spark/verify_messages/"
+EXIT_USAGE = 2
+
+
+@dataclass
+class JobResult:
+    """What a run did: per-table rows written and verdict counts of this run's lines."""
+
+    files_seen: int = 0
+    files_processed: int = 0
+    lines_read: int = 0
+    raw_rows_written: int = 0
+    message_rows_written: int = 0
+    counts: dict[int | None, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def valid(self) -> int:
+        return self.counts.get(None, 0)
+
+    @property
+    def rejected(self) -> int:
+        return sum(n for code, n in self.counts.items() if code is not None)
+
+
+def file_key(path: str) -> str:
+    """Ingest key of one input file: its absolute path, size and modification time."""
+    stat = os.stat(path)
+    ident = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def batch_app_id(keys: Sequence[str]) -> str:
+    """Delta app transaction id naming one set of files (order does not matter)."""
+    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
+    return APP_ID_PREFIX + digest
+
+
+def log(message: str) -> None:
+    """Progress line for people following a long run (stderr, flushed)."""
+    print(f"[snap-spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verify_messages.py",
+        description=(
+            "Verify SNAP message archives (NDJSON, optionally .gz) and land them into Delta "
+            "tables raw_messages and messages under --lake, with a verdict for every line."
+        ),
+        epilog=(
+            "Bare lines (no envelope received_at) need --bare-clock. Settings also come from "
+            "--config (default conf/pipeline.toml); command-line options win."
+        ),
+    )
+    parser.add_argument("--input", "-i", action="append", required=True, metavar="PATH",
+                        help="input file or folder (repeatable); folders are read recursively "
+                        "for .jsonl/.ndjson/.json and their .gz")
+    parser.add_argument("--lake", default=None, metavar="DIR",
+                        help="folder of the Delta tables (default: [lake] path of --config)")
+    parser.add_argument("--config", default=None, metavar="TOML",
+                        help="pipeline settings file (default conf/pipeline.toml)")
+    parser.add_argument("--bare-clock", default=None, metavar="CLOCK",
+                        help="receipt time for bare lines: 'now' (job start, same for all), "
+                        "'message' (trust the message timestamp), or unix seconds; "
+                        "without it a bare line stops the job before anything is written")
+    parser.add_argument("--max-drift", type=float, default=None, metavar="SECONDS",
+                        help="allowed |received_at - timestamp| (default 60; 60 passes)")
+    parser.add_argument("--replay-window", type=float, default=None, metavar="SECONDS",
+                        help="an accepted (from, id) makes repeats within this many seconds "
+                        "of receipt time a 2006 (default 120)")
+    parser.add_argument("--master", default=None,
+                        help="Spark master when not launched by spark-submit (default local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark setting (repeatable)")
+    parser.add_argument("--batch-rows", type=int, default=8192,
+                        help="lines per Arrow batch when reading (default 8192)")
+    return parser
+
+
+def load_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge ``--config`` (TOML) with command-line options (which win)."""
+    path = Path(args.config) if args.config else DEFAULT_PIPELINE_CONF
+    conf: dict[str, Any] = {}
+    if path.exists():
+        with path.open("rb") as handle:
+            conf = tomllib.load(handle)
+    elif args.config:
+        raise FileNotFoundError(f"config file not found: {path}")
+    verify = conf.get("verify", {})
+    lake = conf.get("lake", {})
+    return {
+        "lake": args.lake or lake.get("path", "data/lake"),
+        "bare_clock": args.bare_clock if args.bare_clock is not None
+        else str(verify.get("bare_clock", "")),
+        "max_drift": args.max_drift if args.max_drift is not None
+        else float(verify.get("max_drift_seconds", 60)),
+        "replay_window": args.replay_window if args.replay_window is not None
+        else float(verify.get("replay_window_seconds", 120)),
+    }
+
+
+def _ingested_keys(spark: Any, lake: Any, path: str) -> set[str]:
+    """File keys already present in a table (empty when the table does not exist yet)."""
+    if not lake.exists(path):
+        return set()
+    rows = lake.read(spark, path).select("file_key").distinct().collect()
+    return {row[0] for row in rows}
+
+
+def run(
+    spark: Any,
+    inputs: Sequence[str],
+    lake_dir: str,
+    *,
+    bare_clock: str = "",
+    max_drift: float = 60.0,
+    replay_window: float = 120.0,
+    batch_rows: int = 8192,
+) -> JobResult:
+    """Verify ``inputs`` and append new files' lines to ``raw_messages`` and ``messages``.
+
+    Raises:
+        FileNotFoundError: an input path does not exist, or holds no input files.
+        MissingReceiptTime: a bare line needs ``bare_clock`` (nothing is written then).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from schemas.tables import MESSAGES_PARTITION
+    from snap_spark.lake import get_lake
+    from snap_spark.pipeline.source import list_input_files, read_lines
+    from snap_spark.pipeline.verify import (
+        VerifySettings,
+        check,
+        resolve_replay,
+        to_messages,
+        to_raw_messages,
+        verdict_counts,
+    )
+    from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+
+    started = time.monotonic()
+    result = JobResult()
+    lake = get_lake(spark)
+    raw_path = os.path.join(lake_dir, "raw_messages")
+    msg_path = os.path.join(lake_dir, "messages")
+
+    files = list_input_files(inputs)
+    if not files:
+        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+    keys = {path: file_key(path) for path in files}
+    result.files_seen = len(files)
+    done_raw = _ingested_keys(spark, lake, raw_path)
+    done_msg = _ingested_keys(spark, lake, msg_path)
+    todo = [p for p in files if keys[p] not in done_raw or keys[p] not in done_msg]
+    log(f"stage 1/4 inputs: {len(files)} files ({len(files) - len(todo)} already ingested) "
+        f"lake={lake_dir} backend={lake.name}")
+    if not todo:
+        log("nothing new to ingest")
+        result.seconds = time.monotonic() - started
+        return result
+    result.files_processed = len(todo)
+
+    clock_now = float(int(time.time()))
+    ReceiptClock.parse(bare_clock, now=clock_now)  # fail fast on a bad spelling
+    settings = VerifySettings(max_drift=max_drift, replay_window=replay_window,
+                              bare_clock=bare_clock, clock_now=clock_now)
+    key_map = F.create_map(*[x for p in todo for x in (F.lit(p), F.lit(keys[p]))])
+    lines = read_lines(spark, todo, batch_rows=batch_rows)
+    checked = (
+        lines.transform(check(settings))
+        .withColumn("file_key", key_map[F.col("source_file")])
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        result.lines_read = checked.count()
+        log(f"stage 2/4 read and checked {result.lines_read} lines from {len(todo)} files")
+        if checked.filter(F.col("needs_clock")).limit(1).count():
+            raise MissingReceiptTime(
+                "input has bare message lines (no envelope received_at): choose their "
+                "receipt clock with --bare-clock now|message|<unix seconds>"
+            )
+        ingest_id = uuid.uuid4().hex
+        ingest_us = int(time.time() * 1_000_000)
+
+        raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
+        if raw_keys:
+            raw = checked.filter(F.col("file_key").isin(raw_keys)).transform(
+                to_raw_messages(ingest_id, ingest_us)
+            )
+            if lake.append(raw, raw_path, app_id=batch_app_id(raw_keys), version=1):
+                result.raw_rows_written = raw.count()
+        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows")
+
+        msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
+        resolved = checked.transform(resolve_replay(settings)).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        try:
+            result.counts = verdict_counts(resolved)
+            if msg_keys:
+                messages = resolved.filter(F.col("file_key").isin(msg_keys)).transform(
+                    to_messages(ingest_id, ingest_us)
+                )
+                if lake.append(messages, msg_path, app_id=batch_app_id(msg_keys), version=1,
+                               partition_by=list(MESSAGES_PARTITION)):
+                    result.message_rows_written = messages.count()
+        finally:
+            resolved.unpersist()
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows")
+    finally:
+        checked.unpersist()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def format_summary(result: JobResult) -> str:
+    """The end-of-run balance: valid + rejected = lines read, and counts per code."""
+    balance = "OK" if result.valid + result.rejected == result.lines_read else "MISMATCH"
+    rate = result.lines_read / result.seconds if result.seconds else 0.0
+    rows = [
+        f"files: {result.files_seen} seen, {result.files_processed} processed",
+        f"lines read: {result.lines_read}   valid: {result.valid}   "
+        f"rejected: {result.rejected}   balance: {balance}",
+        f"rows written: raw_messages +{result.raw_rows_written}, "
+        f"messages +{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
+    ]
+    for code in sorted(c for c in result.counts if c is not None):
+        rows.append(f"  {code} {ERROR_NAMES.get(code, '?'):<24} {result.counts[code]}")
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``jobs/verify_messages.py``."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args)
+    except (FileNotFoundError, tomllib.TOMLDecodeError, ValueError) as exc:
+        print(f"verify_messages: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+
+    try:
+        ReceiptClock.parse(settings["bare_clock"])
+    except ValueError as exc:
+        print(f"verify_messages: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    extra: dict[str, str] = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"verify_messages: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return EXIT_USAGE
+        extra[key] = value
+    from snap_spark.session import build_session
+
+    spark = build_session("snap-spark verify_messages", master=args.master, extra_conf=extra)
+    spark.sparkContext.setLogLevel(os.environ.get("SNAP_SPARK_LOG_LEVEL", "WARN"))
+    try:
+        result = run(
+            spark, args.input, settings["lake"], bare_clock=settings["bare_clock"],
+            max_drift=settings["max_drift"], replay_window=settings["replay_window"],
+            batch_rows=args.batch_rows,
+        )
+    except (FileNotFoundError, MissingReceiptTime) as exc:
+        print(f"verify_messages: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_summary(result))
+    return 0

@@ -1,0 +1,208 @@
+"""The batch job end to end: real Spark, real Delta tables, opened independently with
+``deltalake``, verdicts compared with the pure-Python checker and the generator's labels."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from snap_spark.pipeline.job import run
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+from snap_spark.sample import SampleConfig, generate
+from tests.lake.helpers import delta_rows
+from tests.unit.helpers import T0, envelope, message, signed
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def table(lake: Path, name: str) -> list[dict[str, Any]]:
+    """Rows of a Delta table read with delta-rs's own engine (independent of the writer)."""
+    return delta_rows(lake / name)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """12k labelled lines with every attack kind, split over a plain and a .gz file."""
+    folder = tmp_path_factory.mktemp("sample")
+    pairs = list(generate(SampleConfig(agents=8, messages=12_000, seed=11, attack_share=0.25)))
+    lines = [line for line, _ in pairs]
+    labels = [label for _, label in pairs]
+    half = len(lines) // 2
+    (folder / "a.jsonl").write_bytes(b"\n".join(lines[:half]) + b"\n")
+    with gzip.open(folder / "b.jsonl.gz", "wb") as f:
+        f.write(b"\n".join(lines[half:]) + b"\n")
+    (folder / "notes.txt").write_text("not an input file")
+    return {"folder": folder, "lines": lines, "labels": labels, "half": half}
+
+
+@pytest.fixture(scope="module")
+def landed(spark: Any, sample: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+           ) -> dict[str, Any]:
+    lake = tmp_path_factory.mktemp("lake")
+    result = run(spark, [str(sample["folder"])], str(lake))
+    return {"lake": lake, "result": result}
+
+
+def _global_line(sample: dict[str, Any], row: dict[str, Any]) -> int:
+    offset = 0 if row["source_file"].endswith("a.jsonl") else sample["half"]
+    return int(row["line_no"]) + offset
+
+
+def test_conservation(sample: dict[str, Any], landed: dict[str, Any]) -> None:
+    n = len(sample["lines"])
+    raw = table(landed["lake"], "raw_messages")
+    messages = table(landed["lake"], "messages")
+    assert len(raw) == n and len(messages) == n
+    assert {(r["source_file"], r["line_no"]) for r in raw} == {
+        (m["source_file"], m["line_no"]) for m in messages
+    }
+    verdicts = Counter(m["verdict"] for m in messages)
+    assert verdicts["valid"] + verdicts["rejected"] == n
+    result = landed["result"]
+    assert result.lines_read == n and result.valid + result.rejected == n
+    assert result.raw_rows_written == n and result.message_rows_written == n
+
+
+def test_verdicts_equal_the_checker_and_the_labels(
+    sample: dict[str, Any], landed: dict[str, Any]
+) -> None:
+    reference = check_lines(sample["lines"], ReceiptClock.refuse())
+    messages = sorted(table(landed["lake"], "messages"), key=lambda r: _global_line(sample, r))
+    assert [_global_line(sample, m) for m in messages] == list(range(1, len(reference) + 1))
+    for row, ref, label in zip(messages, reference, sample["labels"], strict=True):
+        assert (row["error_code"], row["error_detail"] or "") == (
+            ref.error_code, ref.error_detail), (row["line_no"], label)
+        assert row["error_code"] == label.expected_code, label
+        assert row["verdict"] == ref.verdict
+    codes = {m["error_code"] for m in messages}
+    assert {None, 1003, 1004, 2001, 2002, 2004, 2005, 2006} <= codes
+
+
+def test_message_columns_for_notebooks(landed: dict[str, Any]) -> None:
+    messages = table(landed["lake"], "messages")
+    valid = [m for m in messages if m["verdict"] == "valid"]
+    assert valid and all(m["sender"] and m["msg_id"] and m["method"] for m in valid)
+    assert all(m["event_time"] is not None and m["event_date"] is not None for m in valid)
+    assert any(m["task_id"] for m in valid) and any(m["context_id"] for m in valid)
+    assert any(m["recipient"] is None and m["method"] == "service/call" for m in valid)
+    rejected = [m for m in messages if m["verdict"] == "rejected"]
+    assert all(m["error_code"] and m["error_name"] and m["error_detail"] for m in rejected)
+    assert DeltaTable(str(landed["lake"] / "messages")).metadata().partition_columns == [
+        "event_date"
+    ]
+    protocol = DeltaTable(str(landed["lake"] / "messages")).protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+
+
+def test_raw_text_is_kept(sample: dict[str, Any], landed: dict[str, Any]) -> None:
+    raw = table(landed["lake"], "raw_messages")
+    by_line = {_global_line(sample, r): r for r in raw}
+    for n, line in enumerate(sample["lines"], start=1):
+        row = by_line[n]
+        if row["raw_bytes"] is not None:
+            assert row["raw_bytes"] == line
+        else:
+            assert row["raw_text"].encode("utf-8") == line
+        assert row["byte_len"] == len(line)
+
+
+def test_rerun_adds_nothing(spark: Any, sample: dict[str, Any], landed: dict[str, Any]) -> None:
+    lake = landed["lake"]
+    before = {name: DeltaTable(str(lake / name)).version() for name in ("raw_messages",
+                                                                         "messages")}
+    again = run(spark, [str(sample["folder"])], str(lake))
+    assert again.files_processed == 0 and again.message_rows_written == 0
+    after = {name: DeltaTable(str(lake / name)).version() for name in before}
+    assert after == before
+    assert len(table(lake, "messages")) == len(sample["lines"])
+
+
+def test_new_file_in_folder_is_the_only_one_ingested(
+    spark: Any, tmp_path: Path
+) -> None:
+    folder, lake = tmp_path / "in", tmp_path / "lake"
+    folder.mkdir()
+    (folder / "one.jsonl").write_bytes(envelope(signed()) + b"\n")
+    first = run(spark, [str(folder)], str(lake))
+    assert first.lines_read == 1
+    (folder / "two.ndjson").write_bytes(envelope(signed(id="m-2")) + b"\n" + b"junk\n")
+    second = run(spark, [str(folder)], str(lake))
+    assert (second.files_processed, second.lines_read, second.message_rows_written) == (1, 2, 2)
+    rows = table(lake, "messages")
+    assert sorted((Path(r["source_file"]).name, r["line_no"], r["error_code"]) for r in rows) == [
+        ("one.jsonl", 1, None), ("two.ndjson", 1, None), ("two.ndjson", 2, 1003)]
+
+
+def test_bad_input_is_rejected_never_lost(spark: Any, tmp_path: Path) -> None:
+    deep = b"[" * 10_000 + b"]" * 10_000
+    big = envelope(message(payload={"t": "x" * (12 * 1024 * 1024)}))
+    bad = [b"", b"{truncated", b"\xff\xfe\x00 invalid utf-8", deep, big, b"[1,2]",
+           envelope(message(timestamp="soon")), json.dumps({"received_at": 1}).encode()]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(bad) + b"\n")
+    lake = tmp_path / "lake"
+    result = run(spark, [str(path)], str(lake))
+    assert result.lines_read == len(bad)
+    rows = sorted(table(lake, "messages"), key=lambda r: r["line_no"])
+    assert [r["error_code"] for r in rows] == [1003, 1003, 1003, 1003, 1004, 1003, 1004, 1003]
+    assert all(r["error_detail"] for r in rows)
+    raw = {r["line_no"]: r for r in table(lake, "raw_messages")}
+    assert raw[3]["raw_bytes"] == bad[2]
+    assert raw[5]["byte_len"] == len(big)
+
+
+def test_truncated_gzip_keeps_what_it_read(spark: Any, tmp_path: Path) -> None:
+    data = gzip.compress(b"\n".join(envelope(signed(id=f"m{i}")) for i in range(200)) + b"\n")
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    lake = tmp_path / "lake"
+    result = run(spark, [str(path)], str(lake))
+    rows = sorted(table(lake, "messages"), key=lambda r: r["line_no"])
+    assert result.lines_read == len(rows) >= 2
+    assert rows[-1]["error_code"] == 1003 and "could not be read" in rows[-1]["error_detail"]
+    assert all(r["error_code"] is None for r in rows[:-1])
+
+
+def test_bare_lines_need_a_clock_and_nothing_is_written(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "bare.jsonl"
+    path.write_bytes(json.dumps(signed()).encode() + b"\n")
+    lake = tmp_path / "lake"
+    with pytest.raises(MissingReceiptTime):
+        run(spark, [str(path)], str(lake))
+    assert not (lake / "messages").exists() and not (lake / "raw_messages").exists()
+    ok = run(spark, [str(path)], str(lake), bare_clock="message")
+    assert ok.valid == 1
+    stale = run(spark, [str(path)], str(tmp_path / "lake2"), bare_clock=str(T0 + 600))
+    assert stale.counts == {2004: 1}
+
+
+def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
+    """The job as a user launches it: spark-submit jobs/verify_messages.py."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(envelope(signed()) + b"\n" + b"oops\n")
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+         str(root / "jobs" / "verify_messages.py"), "--input", str(path),
+         "--lake", str(tmp_path / "lake")],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "lines read: 2   valid: 1   rejected: 1   balance: OK" in proc.stdout
+    assert "stage 4/4" in proc.stdout + proc.stderr  # spark-submit merges them
+    assert len(table(tmp_path / "lake", "messages")) == 2
+    helped = subprocess.run([str(submit), str(root / "jobs" / "verify_messages.py"), "--help"],
+                            capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert helped.returncode == 0 and "--bare-clock" in helped.stdout
