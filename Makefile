@@ -34,7 +34,7 @@ check-java:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "setup: Spark 4.0 needs Java 17 or 21; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup
 	$(VENV)/bin/ruff check snap_spark udfs schemas jobs tests bench

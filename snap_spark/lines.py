@@ -20,6 +20,7 @@ import io
 import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 #: File name endings read from folders (compared case-insensitively).
 INPUT_SUFFIXES: tuple[str, ...] = (
@@ -108,9 +109,6 @@ def list_input_files(paths: Sequence[str]) -> list[str]:
             neither a regular file nor a folder.
         OSError: a folder cannot be listed.
 
-    Examples:
-        >>> list_input_files(["/data/archive"])  # doctest: +SKIP
-        ['/data/archive/2025/01/a.jsonl.gz', '/data/archive/b.ndjson']
     """
     if isinstance(paths, str):  # a bare string is a Sequence[str] of characters
         paths = [paths]
@@ -184,7 +182,9 @@ def _open_input(path: str) -> gzip.GzipFile | io.FileIO:
     return io.FileIO(path, "rb")  # unbuffered: the splitter reads large chunks itself
 
 
-def iter_file_lines(path: str) -> Iterator[LineRecord]:
+def iter_file_lines(
+    path: str, start: int = 0, end: int | None = None, first_line_no: int = 1
+) -> Iterator[LineRecord]:
     """Yield ``(line_no, raw, read_error)`` for every line of one file, streaming it.
 
     ``line_no`` counts from 1; ``raw`` is the line's exact bytes without its terminating
@@ -197,6 +197,9 @@ def iter_file_lines(path: str) -> Iterator[LineRecord]:
     partial line were discarded. Lines yielded before that record come from a stream later
     found to be damaged (a CRC mismatch is only detected at the end of a gzip member).
 
+    ``start``/``end``/``first_line_no`` read one :class:`LineRange` of a plain file (see
+    :func:`plan_line_ranges`); the defaults read the whole file.
+
     Raises:
         OSError: the file cannot be opened or read (other than gzip damage).
 
@@ -208,12 +211,16 @@ def iter_file_lines(path: str) -> Iterator[LineRecord]:
         [(1, b'{"a":1}\\r', None), (2, b'', None), (3, b'last', None)]
         >>> os.unlink(f.name)
     """
-    line_no = 0
+    line_no = first_line_no - 1
     with _open_input(path) as stream:
         read: Callable[[int], bytes]
         # read1 returns what one decompression step produced, so a damaged stream loses
         # as little already-decoded data as possible.
         read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
+        if start or end is not None:
+            if isinstance(stream, gzip.GzipFile):
+                raise ValueError("a gzip file can only be read whole")
+            read = _bounded_reader(stream, start, end)
         splitter = _LineSplitter(read)
         try:
             for raw in splitter:
@@ -227,3 +234,87 @@ def iter_file_lines(path: str) -> Iterator[LineRecord]:
                 f"(after line {line_no} and {splitter.bytes_read} decompressed bytes; "
                 f"{splitter.pending_bytes} bytes of an unterminated partial line discarded)",
             )
+
+
+def _bounded_reader(stream: io.FileIO, start: int, end: int | None) -> Callable[[int], bytes]:
+    """A ``read(n)`` over bytes ``[start, end)`` of a seekable file."""
+    stream.seek(start)
+    remaining = [None if end is None else end - start]
+
+    def read(size: int) -> bytes:
+        left = remaining[0]
+        if left is not None:
+            if left <= 0:
+                return b""
+            size = min(size, left)
+        data = stream.read(size) or b""
+        if left is not None:
+            remaining[0] = left - len(data)
+        return data
+
+    return read
+
+
+@dataclass(frozen=True)
+class LineRange:
+    """Bytes ``[start, end)`` of a file holding whole lines, the first numbered ``first_line``.
+
+    ``end`` is ``None`` for "to the end of the file" (and for gzip files, read whole).
+    """
+
+    path: str
+    start: int
+    end: int | None
+    first_line: int
+
+
+def plan_line_ranges(
+    path: str, split_bytes: int, *, chunk_bytes: int = 8 * 1024 * 1024
+) -> list[LineRange]:
+    """Cut a plain file into ranges of about ``split_bytes`` at line boundaries.
+
+    Each cut falls just after a ``b"\\n"``, and the line numbers of each range are counted
+    exactly (one pass over the file, counting newlines in C), so reading the ranges one
+    after another yields the same lines and numbers as reading the file whole. Gzip files
+    and files no larger than ``split_bytes`` are one range.
+
+    Examples:
+        >>> import tempfile, os
+        >>> with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as f:
+        ...     _ = f.write(b"aa\\nbb\\ncc\\ndd")
+        >>> [(r.start, r.end, r.first_line) for r in plan_line_ranges(f.name, 4)]
+        [(0, 6, 1), (6, None, 3)]
+        >>> os.unlink(f.name)
+    """
+    if split_bytes < 1:
+        raise ValueError("split_bytes must be at least 1")
+    if path.lower().endswith(".gz") or os.path.getsize(path) <= split_bytes:
+        return [LineRange(path, 0, None, 1)]
+    ranges: list[LineRange] = []
+    start, first_line, lines_before = 0, 1, 0
+    boundary = split_bytes
+    offset = 0
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(chunk_bytes)
+            if not chunk:
+                break
+            chunk_end = offset + len(chunk)
+            search_from = 0
+            while boundary < chunk_end:
+                newline = chunk.find(b"\n", max(boundary - offset, search_from))
+                if newline < 0:
+                    break  # the line crossing the boundary ends in a later chunk
+                cut = offset + newline + 1
+                line_at_cut = lines_before + chunk.count(b"\n", 0, newline + 1) + 1
+                ranges.append(LineRange(path, start, cut, first_line))
+                start, first_line = cut, line_at_cut
+                boundary = cut + split_bytes
+                search_from = newline + 1
+            lines_before += chunk.count(b"\n")
+            offset = chunk_end
+            if boundary < offset:
+                boundary = offset  # keep looking for the next newline in the next chunk
+    if start < offset:
+        ranges.append(LineRange(path, start, None, first_line))
+    return ranges

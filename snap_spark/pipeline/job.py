@@ -18,6 +18,7 @@ import sys
 import time
 import tomllib
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,14 +158,15 @@ def run(
 
     from schemas.tables import MESSAGES_PARTITION
     from snap_spark.lake import get_lake
-    from snap_spark.pipeline.source import list_input_files, read_lines
+    from snap_spark.pipeline.checked_source import read_checked
+    from snap_spark.pipeline.source import list_input_files
     from snap_spark.pipeline.verify import (
+        DUPLICATES_SCHEMA,
         VerifySettings,
-        check,
-        resolve_replay,
+        apply_duplicates,
+        find_duplicates,
         to_messages,
         to_raw_messages,
-        verdict_counts,
     )
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 
@@ -195,16 +197,27 @@ def run(
     settings = VerifySettings(max_drift=max_drift, replay_window=replay_window,
                               bare_clock=bare_clock, clock_now=clock_now)
     key_map = F.create_map(*[x for p in todo for x in (F.lit(p), F.lit(keys[p]))])
-    lines = read_lines(spark, todo, batch_rows=batch_rows)
     checked = (
-        lines.transform(check(settings))
+        read_checked(spark, todo, settings, batch_rows=batch_rows)
         .withColumn("file_key", key_map[F.col("source_file")])
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        result.lines_read = checked.count()
+        # One pass over the cached checks: lines per file, bare lines, stateless verdicts.
+        per_file: dict[str, tuple[int, int]] = {}
+        stateless: Counter[int | None] = Counter()
+        for row in checked.groupBy(
+            "file_key", F.coalesce("pre_code", "auth_code").alias("code")
+        ).agg(
+            F.count(F.lit(1)).alias("lines"),
+            F.sum(F.col("needs_clock").cast("int")).alias("bare"),
+        ).collect():
+            lines, bare = per_file.get(row["file_key"], (0, 0))
+            per_file[row["file_key"]] = (lines + int(row["lines"]), bare + int(row["bare"]))
+            stateless[row["code"]] += int(row["lines"])
+        result.lines_read = sum(lines for lines, _ in per_file.values())
         log(f"stage 2/4 read and checked {result.lines_read} lines from {len(todo)} files")
-        if checked.filter(F.col("needs_clock")).limit(1).count():
+        if any(bare for _, bare in per_file.values()):
             raise MissingReceiptTime(
                 "input has bare message lines (no envelope received_at): choose their "
                 "receipt clock with --bare-clock now|message|<unix seconds>"
@@ -218,25 +231,28 @@ def run(
                 to_raw_messages(ingest_id, ingest_us)
             )
             if lake.append(raw, raw_path, app_id=batch_app_id(raw_keys), version=1):
-                result.raw_rows_written = raw.count()
+                result.raw_rows_written = sum(per_file.get(k, (0, 0))[0] for k in raw_keys)
         log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows")
 
         msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
-        resolved = checked.transform(resolve_replay(settings)).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        try:
-            result.counts = verdict_counts(resolved)
-            if msg_keys:
-                messages = resolved.filter(F.col("file_key").isin(msg_keys)).transform(
-                    to_messages(ingest_id, ingest_us)
-                )
-                if lake.append(messages, msg_path, app_id=batch_app_id(msg_keys), version=1,
-                               partition_by=list(MESSAGES_PARTITION)):
-                    result.message_rows_written = messages.count()
-        finally:
-            resolved.unpersist()
-        log(f"stage 4/4 messages: +{result.message_rows_written} rows")
+        # Replays are few: bring the 2006 rows to the driver, then broadcast them.
+        dup_rows = checked.transform(find_duplicates(settings)).collect()
+        for row in dup_rows:
+            stateless[row["prior_code"]] -= 1
+            stateless[row["replay_code"]] += 1
+        result.counts = {code: n for code, n in stateless.items() if n}
+        duplicates = spark.createDataFrame(dup_rows, DUPLICATES_SCHEMA)
+        if msg_keys:
+            messages = (
+                checked.filter(F.col("file_key").isin(msg_keys))
+                .transform(apply_duplicates(duplicates))
+                .transform(to_messages(ingest_id, ingest_us))
+            )
+            if lake.append(messages, msg_path, app_id=batch_app_id(msg_keys), version=1,
+                           partition_by=list(MESSAGES_PARTITION)):
+                result.message_rows_written = sum(per_file.get(k, (0, 0))[0] for k in msg_keys)
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows "
+            f"({len(dup_rows)} replays found)")
     finally:
         checked.unpersist()
     result.seconds = time.monotonic() - started

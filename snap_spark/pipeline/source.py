@@ -31,6 +31,7 @@ task and, failing that, fails the job loudly.
 from __future__ import annotations
 
 import json
+import os
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -52,6 +53,7 @@ from snap_spark.lines import (
     is_input_file_name,
     iter_file_lines,
     list_input_files,
+    plan_line_ranges,
 )
 
 if TYPE_CHECKING:
@@ -82,6 +84,10 @@ DEFAULT_BATCH_ROWS = 8192
 #: A batch is also closed once it holds this many bytes of ``raw`` (it may exceed the cap
 #: by at most one line, since a line is never split).
 MAX_BATCH_BYTES = 64 * 1024 * 1024
+
+#: Bounds of the byte ranges plain files are cut into (see :func:`split_size`).
+MIN_SPLIT_BYTES = 4 * 1024 * 1024
+MAX_SPLIT_BYTES = 128 * 1024 * 1024
 
 #: Largest value a Spark binary cell can hold (JVM byte arrays, Arrow 32-bit offsets).
 MAX_SPARK_BINARY_BYTES = 2**31 - 16
@@ -140,6 +146,10 @@ def iter_line_batches(
     path: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     max_batch_bytes: int = MAX_BATCH_BYTES,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    first_line: int = 1,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the lines of one file as Arrow record batches in line order.
 
@@ -158,7 +168,7 @@ def iter_line_batches(
     raws: list[bytes | None] = []
     errors: list[str | None] | None = None  # allocated on the first error only
     batch_bytes = 0
-    for line_no, raw, error in iter_file_lines(path):
+    for line_no, raw, error in iter_file_lines(path, start, end, first_line):
         size = 0 if raw is None else len(raw)
         if size > max_line_bytes:
             error = (
@@ -186,12 +196,18 @@ def iter_line_batches(
 
 
 class FilePartition(InputPartition):
-    """One input file: the unit of work of one Spark task."""
+    """Whole lines of one input file (all of it, or a byte range): one Spark task."""
 
-    def __init__(self, index: int, path: str) -> None:
+    def __init__(
+        self, index: int, path: str, start: int = 0, end: int | None = None,
+        first_line: int = 1,
+    ) -> None:
         super().__init__(path)
         self.index = index
         self.path = path
+        self.start = start
+        self.end = end
+        self.first_line = first_line
 
 
 class SnapLinesReader(DataSourceReader):
@@ -201,14 +217,25 @@ class SnapLinesReader(DataSourceReader):
     stream cannot be split anyway); parallelism comes from having many files.
     """
 
-    def __init__(self, paths: list[str], batch_rows: int, max_batch_bytes: int) -> None:
+    def __init__(
+        self, paths: list[str], batch_rows: int, max_batch_bytes: int, split_bytes: int = 0
+    ) -> None:
         self.paths = paths
         self.batch_rows = batch_rows
         self.max_batch_bytes = max_batch_bytes
+        self.split_bytes = split_bytes
 
     def partitions(self) -> list[InputPartition]:
-        """One :class:`FilePartition` per file, in the (sorted) order given."""
-        return [FilePartition(index, path) for index, path in enumerate(self.paths)]
+        """:class:`FilePartition` s in file then line order: one per file, or, with
+        ``split_bytes``, plain files larger than that cut at line boundaries
+        (:func:`snap_spark.lines.plan_line_ranges`) so that one big file uses every core."""
+        if not self.split_bytes:
+            return [FilePartition(index, path) for index, path in enumerate(self.paths)]
+        ranges = [r for path in self.paths for r in plan_line_ranges(path, self.split_bytes)]
+        return [
+            FilePartition(index, r.path, r.start, r.end, r.first_line)
+            for index, r in enumerate(ranges)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Yield the file's lines as record batches (nothing when there are no files)."""
@@ -217,7 +244,10 @@ class SnapLinesReader(DataSourceReader):
             return
         if not isinstance(partition, FilePartition):
             raise TypeError(f"expected a FilePartition, got {partition!r}")
-        yield from iter_line_batches(partition.path, self.batch_rows, self.max_batch_bytes)
+        yield from iter_line_batches(
+            partition.path, self.batch_rows, self.max_batch_bytes,
+            start=partition.start, end=partition.end, first_line=partition.first_line,
+        )
 
 
 def _int_option(options: dict[str, str], key: str, default: int) -> int:
@@ -264,6 +294,7 @@ class SnapLinesDataSource(DataSource):
             paths,
             batch_rows=_int_option(self.options, "batch_rows", DEFAULT_BATCH_ROWS),
             max_batch_bytes=_int_option(self.options, "max_batch_bytes", MAX_BATCH_BYTES),
+            split_bytes=int(self.options.get("split_bytes", "0")),
         )
 
 
@@ -280,8 +311,19 @@ def register_data_source(spark: SparkSession) -> None:
     _registered_sessions.add(spark)
 
 
+def split_size(total_bytes: int, parallelism: int) -> int:
+    """Bytes per range when cutting plain files: about two ranges per core over the input,
+    between 4 MiB (task overhead) and 128 MiB (memory per task)."""
+    target = total_bytes // max(1, 2 * parallelism)
+    return max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, target))
+
+
 def read_lines(
-    spark: SparkSession, paths: Sequence[str], *, batch_rows: int = DEFAULT_BATCH_ROWS
+    spark: SparkSession,
+    paths: Sequence[str],
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    split_bytes: int | None = None,
 ) -> DataFrame:
     """Read files and folders of NDJSON (optionally gzip) into one row per input line.
 
@@ -289,10 +331,12 @@ def read_lines(
     1-based), ``raw`` (binary, the line's exact bytes without its ``b"\\n"``; a ``b"\\r"``
     is kept), ``byte_len`` (int, ``len(raw)``), ``read_error`` (string, null on normal
     rows). Files are listed now, on the driver, by :func:`list_input_files` (which raises
-    for a missing path); each file is one partition, so one task, read in line order, and
-    partitions follow the sorted file order. A single huge file is therefore read by a
-    single task. Lines travel to the JVM as Arrow batches of ``batch_rows`` lines (capped
-    at :data:`MAX_BATCH_BYTES` of raw bytes).
+    for a missing path). Plain files larger than ``split_bytes`` (default:
+    :func:`split_size` of the input for this session's parallelism; ``0`` means one task
+    per file) are cut at line boundaries into several partitions with exact line numbers;
+    a gzip file is always one task. Partitions follow file then line order. Lines travel
+    to the JVM as Arrow batches of ``batch_rows`` lines (capped at :data:`MAX_BATCH_BYTES`
+    of raw bytes).
 
     A corrupt or truncated ``.gz`` file yields the lines decoded before the damage plus
     one row with the next ``line_no``, ``raw``/``byte_len`` null and ``read_error`` set; it
@@ -307,10 +351,14 @@ def read_lines(
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     files = list_input_files(paths)
+    if split_bytes is None:
+        plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
+        split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
     register_data_source(spark)
     return (
         spark.read.format(DATA_SOURCE_NAME)
         .option("paths", json.dumps(files))
         .option("batch_rows", str(batch_rows))
+        .option("split_bytes", str(split_bytes))
         .load()
     )

@@ -16,11 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -28,7 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from snap_spark.protocol.errors import ERROR_NAMES
+from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.replay import resolve
 from snap_spark.protocol.validate import Checked
 from udfs.verify import CHECKED_SCHEMA, check_batches
@@ -74,68 +73,106 @@ _REPLAY_OUT = StructType([
     StructField("line_no", LongType(), False),
     StructField("replay_code", IntegerType(), True),
     StructField("replay_detail", StringType(), True),
-    StructField("in_dup_group", BooleanType(), False),
+    StructField("prior_code", IntegerType(), True),  # the stateless verdict it replaces
 ])
 
 
-def _fold_group(window: float, pdf: pd.DataFrame) -> pd.DataFrame:
-    """Replay fold of one ``(from, id)`` group with the protocol's own :func:`resolve`."""
-    pdf = pdf.sort_values(["received_at", "source_file", "line_no"], kind="stable")
+_REPLAY_ARROW = pa.schema([
+    pa.field("source_file", pa.string(), False),
+    pa.field("line_no", pa.int64(), False),
+    pa.field("replay_code", pa.int32()),
+    pa.field("replay_detail", pa.string()),
+    pa.field("prior_code", pa.int32()),
+])
+
+
+#: Schema of :func:`find_duplicates` (public, for building it from collected rows).
+DUPLICATES_SCHEMA = _REPLAY_OUT
+
+
+def _fold_partition(window: float, batches: Iterator[pa.RecordBatch]
+                    ) -> Iterator[pa.RecordBatch]:
+    """Replay fold with the protocol's own :func:`resolve`; emits only the 2006 rows.
+
+    The partition holds every candidate of its ``(from, id)`` keys (hash-partitioned by
+    key), sorted by receipt time, file and line: the order :func:`resolve` expects. Keys are
+    independent, so one pass folds the whole partition. :func:`resolve` only ever turns a
+    verdict into a 2006 (all others keep their stateless code), so only those rows leave.
+    """
+    received = list(batches)
+    if not received:
+        return
+    table = pa.Table.from_batches(received)
+    if table.num_rows == 0:
+        return
+    cols = table.to_pydict()
     items = [
-        Checked(
-            sender=row.sender,
-            msg_id=row.msg_id,
-            received_at=float(row.received_at),
-            auth_code=None if pd.isna(row.auth_code) else int(row.auth_code),
-            auth_detail=row.auth_detail or "",
-        )
-        for row in pdf.itertuples(index=False)
+        Checked(sender=sender, msg_id=msg_id, received_at=float(received_at),
+                auth_code=auth_code, auth_detail="")
+        for sender, msg_id, received_at, auth_code in zip(
+            cols["sender"], cols["msg_id"], cols["received_at"], cols["auth_code"],
+            strict=True)
     ]
-    finals = resolve(items, window)
-    return pd.DataFrame({
-        "source_file": pdf["source_file"].to_numpy(),
-        "line_no": pdf["line_no"].to_numpy(),
-        "replay_code": pd.array([c for c, _ in finals], dtype="Int32"),
-        "replay_detail": [d or None for _, d in finals],
-        "in_dup_group": True,
-    })
+    out: dict[str, list[Any]] = {f.name: [] for f in _REPLAY_OUT.fields}
+    for i, (code, detail) in enumerate(resolve(items, window)):
+        if code == ErrorCode.DUPLICATE_MESSAGE:
+            out["source_file"].append(cols["source_file"][i])
+            out["line_no"].append(cols["line_no"][i])
+            out["replay_code"].append(code)
+            out["replay_detail"].append(detail)
+            out["prior_code"].append(cols["auth_code"][i])
+    if out["line_no"]:
+        yield pa.RecordBatch.from_pydict(out, schema=_REPLAY_ARROW)
 
 
-def resolve_replay(settings: VerifySettings) -> Any:
-    """Transform: add ``error_code``/``error_detail`` with the replay step (check 6) applied.
+def find_duplicates(settings: VerifySettings) -> Any:
+    """Transform: checked lines → the lines the replay step (check 6) turns into 2006.
 
-    Only ``(from, id)`` keys seen more than once among messages that passed checks 1–5 need
-    the sequential fold; every other line keeps its stateless verdict.
+    Messages that passed checks 1–5 are shuffled by ``(from, id)`` (a narrow projection)
+    and folded in receipt order by the protocol's :func:`resolve`. The result is small in
+    practice (replays only): ``source_file, line_no, replay_code, replay_detail,
+    prior_code``.
     """
 
     def step(checked: DataFrame) -> DataFrame:
-        candidates = checked.filter(F.col("pre_code").isNull())
-        repeated = (
-            candidates.groupBy("sender", "msg_id").count().filter(F.col("count") > 1)
-            .select("sender", "msg_id")
+        return (
+            checked.filter(F.col("pre_code").isNull())
+            .select("sender", "msg_id", "received_at", "source_file", "line_no", "auth_code")
+            .repartition("sender", "msg_id")
+            .sortWithinPartitions("received_at", "source_file", "line_no")
+            .mapInArrow(functools.partial(_fold_partition, settings.replay_window),
+                        _REPLAY_OUT)
         )
-        groups = candidates.join(repeated, ["sender", "msg_id"], "left_semi").select(
-            "sender", "msg_id", "received_at", "source_file", "line_no", "auth_code",
-            "auth_detail",
+
+    return step
+
+
+def apply_duplicates(duplicates: DataFrame) -> Any:
+    """Transform: add final ``error_code``/``error_detail`` to checked lines, given the
+    2006 rows of :func:`find_duplicates` (every other line keeps its stateless verdict)."""
+
+    def step(checked: DataFrame) -> DataFrame:
+        joined = checked.join(
+            F.broadcast(duplicates.drop("prior_code")), ["source_file", "line_no"], "left"
         )
-        folded = groups.groupBy("sender", "msg_id").applyInPandas(
-            functools.partial(_fold_group, settings.replay_window), _REPLAY_OUT
-        )
-        joined = checked.join(folded, ["source_file", "line_no"], "left")
-        in_group = F.coalesce(F.col("in_dup_group"), F.lit(False))
-        code = (
-            F.when(F.col("pre_code").isNotNull(), F.col("pre_code"))
-            .when(in_group, F.col("replay_code"))
-            .otherwise(F.col("auth_code"))
-        )
+        code = F.coalesce(F.col("pre_code"), F.col("replay_code"), F.col("auth_code"))
         detail = (
             F.when(F.col("pre_code").isNotNull(), F.col("pre_detail"))
-            .when(in_group, F.col("replay_detail"))
+            .when(F.col("replay_code").isNotNull(), F.col("replay_detail"))
             .otherwise(F.col("auth_detail"))
         )
         return joined.withColumn("error_code", code.cast("int")).withColumn(
             "error_detail", detail
-        ).drop("replay_code", "replay_detail", "in_dup_group")
+        ).drop("replay_code", "replay_detail")
+
+    return step
+
+
+def resolve_replay(settings: VerifySettings) -> Any:
+    """Transform: checked lines → lines with their final verdict (replay applied)."""
+
+    def step(checked: DataFrame) -> DataFrame:
+        return checked.transform(apply_duplicates(checked.transform(find_duplicates(settings))))
 
     return step
 

@@ -5,8 +5,9 @@ Numbers are IEEE-754 doubles, as in every JavaScript signer: an integer literal 
 no double can hold is an :class:`~snap_spark.protocol.errors.InvalidPayload` (1004).
 
 The fast path serializes with ``orjson`` (sorted keys), which writes the same bytes as JCS
-when no value is a non-integral or out-of-range float and no key holds a character at or
-above U+E000 (where UTF-16 and code-point order differ). Anything else goes to ``rfc8785``.
+when every number is an integer within ±(2^53−1) or a non-integral double of magnitude at
+least 1e-5, and no key holds a character at or above U+E000 (where UTF-16 and code-point
+order differ). Anything else goes to ``rfc8785``. Property tests prove the two paths equal.
 
 Examples:
     >>> canonicalize({"z": 1, "a": [1.0, -0.0, "x"]})
@@ -30,6 +31,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 #: Payload depth limit (``constraints.md``): a scalar is 0, ``{}`` is 1.
 MAX_PAYLOAD_DEPTH = 10
 _SORT = orjson.OPT_SORT_KEYS
+#: Smallest magnitude of a non-integral double the fast path writes (ES switches to
+#: exponent notation below 1e-6, orjson below 1e-4: between, both must agree; see tests).
+FAST_FLOAT_MIN = 1e-5
 
 
 class _Slow(Exception):
@@ -67,8 +71,13 @@ def _norm(value: Any, level: int, max_depth: int, state: list[bool]) -> tuple[An
     if t is float:
         if not math.isfinite(value):
             raise InvalidPayload("number is not a finite IEEE-754 double")
-        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return int(value), 0
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value), 0
+        elif value >= FAST_FLOAT_MIN or value <= -FAST_FLOAT_MIN:
+            # A non-integral double is below 2^53, and from 1e-5 up orjson's shortest
+            # round-trip digits are written exactly as ECMAScript writes them.
+            return value, 0
         state[0] = False
         return value, 0
     if t is dict:

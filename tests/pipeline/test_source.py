@@ -359,3 +359,37 @@ def test_conservation_rows_equal_independent_line_counts(spark: Any, tmp_path: P
         .collect()
     }
     assert per_file == {name: (n, 1, n, 0) for name, n in counts.items() if n}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    st.booleans(),
+    st.integers(min_value=1, max_value=120),
+    st.integers(min_value=1, max_value=64),
+)
+def test_line_ranges_read_like_the_whole_file(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], final_newline: bool,
+    split: int, chunk: int,
+) -> None:
+    """Cutting a file into ranges (any split size, any read chunk) changes nothing."""
+    from snap_spark.lines import plan_line_ranges
+
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    path = write(tmp_path_factory.mktemp("ranges") / "f.jsonl", data)
+    whole = list(iter_file_lines(str(path)))
+    ranges = plan_line_ranges(str(path), split, chunk_bytes=chunk)
+    pieces = [rec for r in ranges for rec in iter_file_lines(str(path), r.start, r.end,
+                                                              r.first_line)]
+    assert pieces == whole
+    assert all(r.end is None or r.end > r.start for r in ranges)
+
+
+def test_big_file_is_split_across_tasks_with_exact_numbers(spark: Any, tmp_path: Path) -> None:
+    lines = [f'{{"n": {i}, "pad": "{"x" * (i % 50)}"}}'.encode() for i in range(30_000)]
+    path = write(tmp_path / "big.jsonl", b"\n".join(lines))
+    df = read_lines(spark, [str(path)], batch_rows=999, split_bytes=64 * 1024)
+    assert df.rdd.getNumPartitions() > 4
+    rows = df.select("line_no", "raw").collect()
+    assert [r.line_no for r in rows] == list(range(1, len(lines) + 1))
+    assert [bytes(r.raw) for r in rows] == lines

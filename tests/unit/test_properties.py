@@ -152,3 +152,10 @@ def test_depth_ten_thousand_is_rejected_not_crashed() -> None:
                        "method": "a/b", "timestamp": 1, "payload": "P"}).encode()
     full = full.replace(b'"P"', b'{"a": ' + deep + b"}")
     assert [r.error_code for r in check_lines([full], ReceiptClock.parse("message"))] == [1004]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False)
+       | st.floats(min_value=1e-7, max_value=1e-3) | st.floats(min_value=1e14, max_value=1e22))
+def test_fast_path_floats_equal_rfc8785(value: float) -> None:
+    assert jcs.canonicalize({"f": value}) == jcs.canonicalize_reference({"f": value})
