@@ -27,8 +27,8 @@ def test_fused_equals_two_pass_and_the_checker(spark: Any, tmp_path: Path) -> No
     assert fused.rdd.getNumPartitions() > 1
     two_pass = read_lines(spark, [str(path)]).transform(check(settings))
     columns = sorted(fused.columns)
-    a = sorted(tuple(r) for r in fused.select(columns).collect())
-    b = sorted(tuple(r) for r in two_pass.select(columns).collect())
+    a = sorted((tuple(r) for r in fused.select(columns).collect()), key=repr)
+    b = sorted((tuple(r) for r in two_pass.select(columns).collect()), key=repr)
     assert a == b
     final = fused.transform(resolve_replay(settings)).select(
         "line_no", "error_code", "error_detail").orderBy("line_no").collect()
