@@ -57,6 +57,8 @@ def build_session(
 
     builder = SparkSession.builder.appName(app_name)
     settings = read_spark_conf(conf_file)
+    already = _submitted_settings()
+    settings = {k: v for k, v in settings.items() if k not in already}  # spark-submit wins
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
     for key, value in settings.items():
@@ -66,6 +68,19 @@ def build_session(
     elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _submitted():
         builder = builder.master("local[*]")
     return builder.getOrCreate()
+
+
+def _submitted_settings() -> set[str]:
+    """Keys spark-submit (or a cluster's defaults) already set for this driver."""
+    if not _submitted():
+        return set()
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return set()
+    return {entry._1() for entry in jvm.org.apache.spark.SparkConf(True).getAll()}
 
 
 def _submitted() -> bool:

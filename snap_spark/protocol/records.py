@@ -53,11 +53,11 @@ def parse_line(raw: bytes | None) -> Record:
     """Parse one raw input line (bytes without the newline). Never raises."""
     if raw is None:
         return Record(error=InvalidMessage("line could not be read"))
-    if not raw.strip():
-        return Record(error=InvalidMessage("empty line"), size=len(raw))
     try:
         value = loads(raw)
     except SnapError as exc:
+        if not raw.strip():  # only failed lines pay for the copy
+            return Record(error=InvalidMessage("empty line"), size=len(raw))
         return Record(error=exc, size=len(raw))
     if not is_envelope(value):
         return Record(message=value, size=len(raw))
