@@ -11,6 +11,9 @@ Measured in one run, on one generated corpus (default 200,000 lines, 10% attacks
 4. job       -- jobs/verify_messages.py end to end (read, check, replay, two Delta tables)
                 on a warm session, lines per second of the whole run.
 
+Every Spark measurement first runs on the corpus's first 200 lines (Python workers started,
+JVM warm), then runs ``--runs`` times and keeps the fastest; all timings are recorded.
+
 Prints messages/second and ratios, and writes them to bench/results.json.
 """
 
@@ -77,14 +80,18 @@ def measure_floor(corpus: Path, cores: int) -> dict[str, Any]:
                 checked.canonical_payload.encode(), checked.timestamp)).digest()
             items.append((decode_p2tr(msg["from"]).program, bytes.fromhex(msg["sig"]), digest))
     chunks = [items[i::cores] for i in range(cores)]
+    walls = []
     with mp.get_context("fork").Pool(cores) as pool:
         pool.map(_verify_chunk, [c[:200] for c in chunks])  # warm the workers
-        started = time.perf_counter()
-        results = pool.map(_verify_chunk, chunks)
-        wall = time.perf_counter() - started
+        for _ in range(3):  # short and noisy: keep the fastest of three
+            started = time.perf_counter()
+            results = pool.map(_verify_chunk, chunks)
+            walls.append(time.perf_counter() - started)
+    wall = min(walls)
     verified = sum(ok for ok, _ in results)
     assert verified == len(items), "every prepared signature must verify"
     return {"verifies": len(items), "seconds": wall, "per_second": len(items) / wall,
+            "all_seconds": [round(w, 2) for w in walls],
             "per_core_per_second": len(items) / max(s for _, s in results) / cores}
 
 
@@ -146,36 +153,63 @@ def core_verify(line: bytes) -> int:
     return checked.stateless_code or 0
 
 
-def measure_row_udf(spark: Any, corpus: Path, fn: Any, binary: bool) -> dict[str, Any]:
+def best_of(runs: int, measure: Any) -> dict[str, Any]:
+    """Run ``measure`` ``runs`` times; keep the fastest (all timings are reported)."""
+    results = [measure() for _ in range(runs)]
+    best = min(results, key=lambda r: r["seconds"])
+    return {**best, "all_seconds": [round(r["seconds"], 2) for r in results]}
+
+
+def measure_row_udf(spark: Any, corpus: Path, fn: Any, binary: bool,
+                    runs: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType
 
     udf = F.udf(fn, IntegerType(), useArrow=False)
-    df = spark.read.option("lineSep", "\n").text(str(corpus))
-    col = F.col("value").cast("binary") if binary else F.col("value")
-    started = time.perf_counter()
-    rows = df.select(udf(col).alias("code")).groupBy("code").count().collect()
-    wall = time.perf_counter() - started
-    lines = sum(r["count"] for r in rows)
-    return {"lines": lines, "seconds": wall, "per_second": lines / wall}
+
+    def once(path: Path) -> dict[str, Any]:
+        df = spark.read.option("lineSep", "\n").text(str(path))
+        col = F.col("value").cast("binary") if binary else F.col("value")
+        started = time.perf_counter()
+        rows = df.select(udf(col).alias("code")).groupBy("code").count().collect()
+        wall = time.perf_counter() - started
+        lines = sum(r["count"] for r in rows)
+        return {"lines": lines, "seconds": wall, "per_second": lines / wall}
+
+    once(warmup_file(corpus))
+    return best_of(runs, lambda: once(corpus))
+
+
+def warmup_file(corpus: Path) -> Path:
+    """The first 200 lines of the corpus: starts Python workers and warms the JVM."""
+    warm = corpus.parent / "warmup.jsonl"
+    if not warm.exists():
+        with corpus.open("rb") as src:
+            warm.write_bytes(b"".join(src.readline() for _ in range(200)))
+    return warm
 
 
 # ---- 4. the job -----------------------------------------------------------------------
 
-def measure_job(spark: Any, corpus: Path) -> dict[str, Any]:
+def measure_job(spark: Any, corpus: Path, runs: int) -> dict[str, Any]:
     from snap_spark.pipeline.job import run
 
     lake = Path(tempfile.mkdtemp(prefix="snap-bench-lake-"))
-    try:
-        warm = corpus.parent / "warmup.jsonl"
-        warm.write_bytes(b"".join(corpus.open("rb").readline() for _ in range(1)))
-        run(spark, [str(warm)], str(lake / "warm"))  # start Python workers, JIT the JVM
+    counter = iter(range(1_000))
+
+    def once(path: Path) -> dict[str, Any]:
+        target = lake / f"run{next(counter)}"  # a new lake each time: nothing is skipped
         started = time.perf_counter()
-        result = run(spark, [str(corpus)], str(lake / "bench"))
+        result = run(spark, [str(path)], str(target))
         wall = time.perf_counter() - started
+        shutil.rmtree(target, ignore_errors=True)
         return {"lines": result.lines_read, "seconds": wall,
                 "per_second": result.lines_read / wall,
                 "valid": result.valid, "rejected": result.rejected}
+
+    try:
+        once(warmup_file(corpus))
+        return best_of(runs, lambda: once(corpus))
     finally:
         shutil.rmtree(lake, ignore_errors=True)
 
@@ -186,6 +220,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--skip-naive", action="store_true", help="skip the slow naive UDF")
+    parser.add_argument("--runs", type=int, default=2,
+                        help="timed runs per Spark measurement, fastest kept (default 2)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     corpus = ROOT / "bench" / "out" / f"corpus-{args.messages}-{args.seed}.jsonl"
@@ -204,13 +240,15 @@ def main() -> int:
     results: dict[str, Any] = {"floor": floor}
     if not args.skip_naive:
         print("[bench] 2/4 row-at-a-time UDF, naive libraries", flush=True)
-        results["row_udf"] = measure_row_udf(spark, corpus, naive_verify, binary=False)
+        results["row_udf"] = measure_row_udf(spark, corpus, naive_verify, binary=False,
+                                             runs=args.runs)
         print(f"        {results['row_udf']['per_second']:,.0f} lines/s", flush=True)
     print("[bench] 3/4 row-at-a-time UDF over snap-spark's core", flush=True)
-    results["row_core"] = measure_row_udf(spark, corpus, core_verify, binary=True)
+    results["row_core"] = measure_row_udf(spark, corpus, core_verify, binary=True,
+                                          runs=args.runs)
     print(f"        {results['row_core']['per_second']:,.0f} lines/s", flush=True)
     print("[bench] 4/4 jobs/verify_messages.py end to end (warm session)", flush=True)
-    results["job"] = measure_job(spark, corpus)
+    results["job"] = measure_job(spark, corpus, args.runs)
     print(f"        {results['job']['per_second']:,.0f} lines/s", flush=True)
     spark.stop()
 
