@@ -48,12 +48,11 @@ from dataclasses import dataclass
 from typing import IO, Any, Final, TypeAlias
 
 import orjson
-import rfc8785
 from bech32m import codecs as _bech32
 from coincurve import PrivateKey
 
 from snap_spark.protocol.errors import IdentityInvalid
-from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, canonicalize
+from snap_spark.protocol.jcs import canonicalize
 from snap_spark.protocol.keys import (
     CURVE_ORDER,
     Network,
@@ -456,45 +455,12 @@ def _nest(depth: int) -> dict[str, Any]:
 
 
 # Floats that orjson writes exactly as JCS does, decided per value by asking both.
-_FLOAT_AGREES: dict[float, bool] = {}
-
-
-def _orjson_is_jcs(value: Any) -> bool:
-    """True when ``orjson`` (sorted keys) writes ``value`` byte-for-byte as JCS does."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
-    if kind is float:
-        agrees = _FLOAT_AGREES.get(value)
-        if agrees is None:
-            agrees = bool(math.isfinite(value)) and orjson.dumps(value) == rfc8785.dumps(value)
-            _FLOAT_AGREES[value] = agrees
-        return agrees
-    if kind is dict:
-        for key, child in value.items():
-            # above U+DFFF, code-point order (orjson) and UTF-16 order (JCS) can differ
-            if not key.isascii() and max(key) >= "\ue000":
-                return False
-            if not _orjson_is_jcs(child):
-                return False
-        return True
-    if kind is list:
-        return all(_orjson_is_jcs(child) for child in value)
-    return False
 
 
 def _canonical(payload: Any) -> bytes:
-    """JCS bytes of a generated payload: ``orjson`` when provably equal, else the lead's JCS.
-
-    The generator signs ~25k payloads a second; the reference serializer is the bottleneck
-    for payloads with fractions (progress ``0.5``). Every signature in a sample is checked
-    against :func:`snap_spark.protocol.signing.verify_message` by the tests.
-    """
-    if _orjson_is_jcs(payload):
-        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    return canonicalize(payload)
+    """JCS bytes of a generated payload (deep attack payloads included, so a loose depth
+    limit: the verifier, not the generator, rejects them)."""
+    return canonicalize(payload, max_depth=64)
 
 
 def _iso(ts: int) -> str:

@@ -9,7 +9,6 @@ file range into Arrow batches (:mod:`snap_spark.pipeline.source`) and hands them
 from __future__ import annotations
 
 import json
-import os
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -22,8 +21,7 @@ from snap_spark.pipeline.source import (
     DEFAULT_BATCH_ROWS,
     SnapLinesDataSource,
     SnapLinesReader,
-    list_input_files,
-    split_size,
+    plan_input,
 )
 from udfs.verify import CHECKED_SCHEMA, check_batches
 
@@ -93,10 +91,7 @@ def read_checked(
         >>> from snap_spark.pipeline.verify import VerifySettings
         >>> df = read_checked(spark, ["data/sample"], VerifySettings())  # doctest: +SKIP
     """
-    files = list_input_files(paths)
-    if split_bytes is None:
-        plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
-        split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
+    files, split_bytes = plan_input(spark, paths, split_bytes)
     if spark not in _registered:
         spark.dataSource.register(SnapCheckedLinesDataSource)
         _registered.add(spark)

@@ -318,6 +318,17 @@ def split_size(total_bytes: int, parallelism: int) -> int:
     return max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, target))
 
 
+def plan_input(
+    spark: SparkSession, paths: Sequence[str], split_bytes: int | None
+) -> tuple[list[str], int]:
+    """List the input files and choose the range size (see :func:`split_size`)."""
+    files = list_input_files(paths)
+    if split_bytes is None:
+        plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
+        split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
+    return files, split_bytes
+
+
 def read_lines(
     spark: SparkSession,
     paths: Sequence[str],
@@ -350,10 +361,7 @@ def read_lines(
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
-    files = list_input_files(paths)
-    if split_bytes is None:
-        plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
-        split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
+    files, split_bytes = plan_input(spark, paths, split_bytes)
     register_data_source(spark)
     return (
         spark.read.format(DATA_SOURCE_NAME)

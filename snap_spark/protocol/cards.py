@@ -47,6 +47,7 @@ from typing import Any, Final, Literal
 
 from snap_spark.protocol.errors import IdentityInvalid, InvalidPayload
 from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, canonicalize
+from snap_spark.protocol.jsonparse import json_type
 from snap_spark.protocol.keys import (
     decode_p2tr,
     internal_pubkey,
@@ -105,25 +106,9 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return f"non-JSON {type(value).__name__}"
-
-
 def _string(value: object, field: str, min_len: int = 0, max_len: int | None = None) -> str:
     if not isinstance(value, str):
-        raise InvalidCard(field, "type", f"must be a string, got {_json_type(value)}")
+        raise InvalidCard(field, "type", f"must be a string, got {json_type(value)}")
     if min_len or max_len is not None:
         length = js_length(value)
         if length < min_len:
@@ -137,7 +122,7 @@ def _string(value: object, field: str, min_len: int = 0, max_len: int | None = N
 
 def _array(value: object, field: str, min_items: int, max_items: int) -> list[Any]:
     if not isinstance(value, list):
-        raise InvalidCard(field, "type", f"must be an array, got {_json_type(value)}")
+        raise InvalidCard(field, "type", f"must be an array, got {json_type(value)}")
     if len(value) < min_items:
         raise InvalidCard(field, "minItems", f"must have at least {min_items} item(s)")
     if len(value) > max_items:
@@ -157,7 +142,7 @@ def _object(
 ) -> dict[Any, Any]:
     """Type, required members (in order), then members the schema does not allow."""
     if not isinstance(value, dict):
-        raise InvalidCard(field, "type", f"must be an object, got {_json_type(value)}")
+        raise InvalidCard(field, "type", f"must be an object, got {json_type(value)}")
     for name in required:
         if name not in value:
             raise InvalidCard(_join(field, name), "required", "required field is missing")
@@ -183,7 +168,7 @@ def _pattern(value: str, field: str, regex: re.Pattern[str], source: str) -> Non
 def _number(value: object, field: str) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok or (isinstance(value, float) and not math.isfinite(value)):
-        raise InvalidCard(field, "type", f"must be a number, got {_json_type(value)}")
+        raise InvalidCard(field, "type", f"must be a number, got {json_type(value)}")
 
 
 # ECMAScript sources as the schema writes them, and their Python equivalents (``\d`` -> [0-9]).
@@ -389,7 +374,7 @@ def _capabilities(value: object, field: str) -> None:
     for name in ("streaming", "pushNotifications"):
         if name in caps and not isinstance(caps[name], bool):
             raise InvalidCard(
-                f"{field}.{name}", "type", f"must be a boolean, got {_json_type(caps[name])}"
+                f"{field}.{name}", "type", f"must be a boolean, got {json_type(caps[name])}"
             )
     if "rateLimit" in caps and caps["rateLimit"] is not None:  # documented default: null
         limit = _object(caps["rateLimit"], f"{field}.rateLimit", _RATE_LIMIT_FIELDS)
@@ -500,13 +485,13 @@ def verify_signed_card(doc: object) -> tuple[SignedCardVerdict, str]:
         'bad_sig'
     """
     if not isinstance(doc, Mapping):
-        return "malformed", f"document must be an object, got {_json_type(doc)}"
+        return "malformed", f"document must be an object, got {json_type(doc)}"
     for name in _DOC_FIELDS:
         if name not in doc:
             return "malformed", f"required field {name!r} is missing"
     card, sig, public_key = doc["card"], doc["sig"], doc["publicKey"]
     if not isinstance(card, dict):
-        return "malformed", f"card must be an object, got {_json_type(card)}"
+        return "malformed", f"card must be an object, got {json_type(card)}"
     if not isinstance(sig, str) or _HEX128.fullmatch(sig) is None:
         return "malformed", "sig must be 128 lowercase hex characters"
     if not isinstance(public_key, str) or _HEX64.fullmatch(public_key) is None:

@@ -159,3 +159,25 @@ def _parse_key(text: str, idx: int) -> tuple[str, int]:
     if idx >= len(text) or text[idx] != ":":
         raise _fail(text, idx, "expected ':'")
     return key, _skip(text, idx + 1)
+
+
+def json_type(value: object) -> str:
+    """The JSON type name of a parsed value, for reasons (``"null"``, ``"number"``, …).
+
+    Examples:
+        >>> json_type(True), json_type(1.5), json_type([])
+        ('boolean', 'number', 'array')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return f"non-JSON {type(value).__name__}"

@@ -40,6 +40,7 @@ from snap_spark.protocol.errors import (
     fmt_seconds,
 )
 from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, normalize, serialize_normalized
+from snap_spark.protocol.jsonparse import json_type
 from snap_spark.protocol.keys import decode_p2tr, xonly_key
 from snap_spark.protocol.records import Record
 from snap_spark.protocol.signing import signature_input
@@ -164,32 +165,16 @@ def _check_timestamp(value: Any) -> int:
     elif _is_number(value):
         raise InvalidPayload("timestamp must be an integer number of seconds")
     else:
-        raise InvalidPayload(f"timestamp must be an integer, got {_json_type(value)}")
+        raise InvalidPayload(f"timestamp must be an integer, got {json_type(value)}")
     if not 0 <= ts <= MAX_SAFE_INTEGER:
         raise InvalidPayload("timestamp out of range 0..2^53-1")
     return ts
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if type(value) is bool:
-        return "boolean"
-    if _is_number(value):
-        return "number"
-    if type(value) is str:
-        return "string"
-    if type(value) is list:
-        return "array"
-    if type(value) is dict:
-        return "object"
-    return type(value).__name__
-
-
 def _string_field(msg: dict[str, Any], name: str) -> str:
     value = msg[name]
     if type(value) is not str:
-        raise InvalidPayload(f"{name} must be a string, got {_json_type(value)}")
+        raise InvalidPayload(f"{name} must be a string, got {json_type(value)}")
     return value
 
 
@@ -214,7 +199,7 @@ def _structure(msg: dict[str, Any], out: Checked, size: int) -> None:
         raise InvalidPayload("version must match ^\\d+\\.\\d+$ (ASCII digits)")
     _string_field(msg, "from")
     if "to" in msg and type(msg["to"]) is not str:
-        raise InvalidPayload(f"to must be a string when present, got {_json_type(msg['to'])}")
+        raise InvalidPayload(f"to must be a string when present, got {json_type(msg['to'])}")
     if _string_field(msg, "type") not in MESSAGE_TYPES:
         raise InvalidPayload("type must be one of request, response, event")
     method = _string_field(msg, "method")
@@ -222,12 +207,12 @@ def _structure(msg: dict[str, Any], out: Checked, size: int) -> None:
         raise InvalidPayload("method must be 1-64 characters matching ^[a-z]+/[a-z_]+$")
     payload = msg["payload"]
     if type(payload) is not dict:
-        raise InvalidPayload(f"payload must be an object, got {_json_type(payload)}")
+        raise InvalidPayload(f"payload must be an object, got {json_type(payload)}")
     out.timestamp = _check_timestamp(msg["timestamp"])
     if "sig" in msg:
         sig = msg["sig"]
         if type(sig) is not str:
-            raise InvalidPayload(f"sig must be a string, got {_json_type(sig)}")
+            raise InvalidPayload(f"sig must be a string, got {json_type(sig)}")
         if not _SIG.fullmatch(sig):
             raise InvalidPayload("sig must be 128 lowercase hex characters")
         out.has_sig = True
@@ -256,7 +241,7 @@ def check_message(
     out = Checked()
     try:
         if type(msg) is not dict:
-            raise InvalidMessage(f"message is not a JSON object but {_json_type(msg)}")
+            raise InvalidMessage(f"message is not a JSON object but {json_type(msg)}")
         _structure(msg, out, size)
         sender = decode_p2tr(out.sender)
         recipient = None

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from snap_spark.protocol.errors import IdentityInvalid
-from snap_spark.protocol.jcs import canonicalize
 from snap_spark.protocol.keys import decode_p2tr, tweak_private_key
 from snap_spark.protocol.signing import verify_message
 from snap_spark.sample import (
@@ -27,7 +26,6 @@ from snap_spark.sample import (
     KIND_CODES,
     Label,
     SampleConfig,
-    _canonical,
     _Signer,
     generate,
     sample_agents,
@@ -341,20 +339,13 @@ def test_task_reports_follow_the_state_machine_except_labelled(
         assert found[kind] == labels[kind] > 5
 
 
-def test_fast_signing_paths_agree_with_the_protocol_core(
-    labelled: list[tuple[bytes, Label]],
-) -> None:
+def test_fast_signer_agrees_with_the_protocol_core() -> None:
     key = bytes.fromhex("0a" * 32)
     digest, aux = bytes(range(32)), bytes(range(32, 64))
     from coincurve import PrivateKey
 
     expected = PrivateKey(tweak_private_key(key)).sign_schnorr(digest, aux).hex()
     assert _Signer(tweak_private_key(key)).sign(digest, aux) == expected
-    for line, label in labelled[:5000]:
-        if label.expected_code is None:
-            msg, _ = parse_line(line)
-            assert msg is not None
-            assert _canonical(msg["payload"]) == canonicalize(msg["payload"])
 
 
 def test_write_sample_plain_and_gzip(tmp_path: Path) -> None:
