@@ -283,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, tomllib.TOMLDecodeError, ValueError) as exc:
         print(f"verify_messages: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from snap_spark.lake import LakeError
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 
     try:
@@ -307,8 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_drift=settings["max_drift"], replay_window=settings["replay_window"],
             batch_rows=args.batch_rows,
         )
-    except (FileNotFoundError, MissingReceiptTime) as exc:
+    except (FileNotFoundError, NotADirectoryError, ValueError, MissingReceiptTime) as exc:
         print(f"verify_messages: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except LakeError as exc:
+        print(f"verify_messages: the Delta tables refused the write: {exc}", file=sys.stderr)
+        return 1
     print(format_summary(result))
     return 0

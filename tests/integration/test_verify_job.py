@@ -206,3 +206,23 @@ def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
     helped = subprocess.run([str(submit), str(root / "jobs" / "verify_messages.py"), "--help"],
                             capture_output=True, text=True, timeout=300, env=env, check=False)
     assert helped.returncode == 0 and "--bare-clock" in helped.stdout
+
+
+def test_job_errors_are_clear_and_write_nothing(spark: Any, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from snap_spark.pipeline.job import main
+
+    lake = tmp_path / "lake"
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (["--input", str(tmp_path / "missing.jsonl")], "does not exist"),
+        (["--input", str(tmp_path / "notes.txt")], "does not end in"),
+        (["--input", str(tmp_path / "empty")], "no .jsonl"),
+        (["--input", str(tmp_path / "empty"), "--bare-clock", "soon"], "bad receipt clock"),
+        (["--input", str(tmp_path / "empty"), "--conf", "novalue"], "KEY=VALUE"),
+    ]
+    for argv, expected in cases:
+        assert main([*argv, "--lake", str(lake)]) == 2, argv
+        assert expected in capsys.readouterr().err, argv
+    assert not lake.exists()
