@@ -8,6 +8,7 @@ verdict comes from :func:`snap_spark.protocol.validate.check_record`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from snap_spark.protocol.validate import (
     MissingReceiptTime,
     ReceiptClock,
     check_record,
+    finish_verification,
 )
 
 #: Output of :func:`check_batches` (Arrow), one row per input line.
@@ -80,11 +82,18 @@ def check_rows(
     read_errors: list[str | None],
     clock: ReceiptClock,
     max_drift: float,
+    verify_threads: int = 1,
 ) -> dict[str, list[Any]]:
-    """Check a batch of lines given as Python lists; return output columns."""
-    cols: dict[str, list[Any]] = {f.name: [] for f in CHECKED_FIELDS}
-    for source_file, line_no, raw, read_error in zip(files, line_nos, raws, read_errors,
-                                                     strict=True):
+    """Check a batch of lines given as Python lists; return output columns.
+
+    Signature verification (check 8) runs after the other checks of the batch, on
+    ``verify_threads`` threads when more than one: libsecp256k1 releases the GIL, so a task
+    that has more cores than Spark gives it slots can use them (see bench/README.md).
+    """
+    records = []
+    checks: list[Checked] = []
+    clock_missing: list[bool] = []
+    for raw, read_error in zip(raws, read_errors, strict=True):
         record = parse_line(raw)
         needs_clock = False
         if read_error is not None:
@@ -93,10 +102,19 @@ def check_rows(
                                   f"file could not be read: {read_error}").detail)
         else:
             try:
-                checked = check_record(record, clock, max_drift=max_drift)
+                checked = check_record(record, clock, max_drift=max_drift, defer_verify=True)
             except MissingReceiptTime as exc:
                 needs_clock = True
                 checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE), pre_detail=str(exc))
+        records.append(record)
+        checks.append(checked)
+        clock_missing.append(needs_clock)
+    _verify_all(checks, verify_threads)
+
+    cols: dict[str, list[Any]] = {f.name: [] for f in CHECKED_FIELDS}
+    for source_file, line_no, raw, read_error, record, checked, needs_clock in zip(
+        files, line_nos, raws, read_errors, records, checks, clock_missing, strict=True
+    ):
         if raw is None:
             text, raw_bytes = None, None
         else:
@@ -135,8 +153,35 @@ def check_rows(
     return cols
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _verify_all(checks: list[Checked], threads: int) -> None:
+    """Finish every deferred verification of a batch, on ``threads`` threads."""
+    pending = [c for c in checks if c.pending is not None]
+    if threads <= 1 or len(pending) < 2 * threads:
+        for checked in pending:
+            finish_verification(checked)
+        return
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="snap-verify")
+    chunks = [pending[i::threads] for i in range(threads)]
+    for _ in pool.map(_finish_chunk, chunks):
+        pass
+
+
+def _finish_chunk(chunk: list[Checked]) -> None:
+    for checked in chunk:
+        finish_verification(checked)
+
+
 def check_batches(
-    batches: Iterator[pa.RecordBatch], clock_spec: str, clock_now: float, max_drift: float
+    batches: Iterator[pa.RecordBatch],
+    clock_spec: str,
+    clock_now: float,
+    max_drift: float,
+    verify_threads: int = 1,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: lines (``source_file, line_no, raw, read_error``) → checks.
 
@@ -148,5 +193,5 @@ def check_batches(
         data = batch.to_pydict()
         errors = data.get("read_error") or [None] * batch.num_rows
         cols = check_rows(data["source_file"], data["line_no"], data["raw"], errors, clock,
-                          max_drift)
+                          max_drift, verify_threads)
         yield pa.RecordBatch.from_pydict(cols, schema=CHECKED_SCHEMA)

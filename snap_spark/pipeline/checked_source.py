@@ -37,16 +37,18 @@ class SnapCheckedLinesReader(SnapLinesReader):
     """A :class:`SnapLinesReader` whose batches come out already checked."""
 
     def __init__(self, base: SnapLinesReader, clock_spec: str, clock_now: float,
-                 max_drift: float) -> None:
+                 max_drift: float, verify_threads: int = 1) -> None:
         super().__init__(base.paths, base.batch_rows, base.max_batch_bytes, base.split_bytes)
         self.clock_spec = clock_spec
         self.clock_now = clock_now
         self.max_drift = max_drift
+        self.verify_threads = verify_threads
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Checked rows (:data:`udfs.verify.CHECKED_SCHEMA`) of one file range."""
         yield from check_batches(
-            super().read(partition), self.clock_spec, self.clock_now, self.max_drift
+            super().read(partition), self.clock_spec, self.clock_now, self.max_drift,
+            self.verify_threads,
         )
 
 
@@ -70,6 +72,7 @@ class SnapCheckedLinesDataSource(SnapLinesDataSource):
             clock_spec=self.options.get("clock_spec", ""),
             clock_now=float(self.options.get("clock_now", "0")),
             max_drift=float(self.options.get("max_drift", "60")),
+            verify_threads=int(self.options.get("verify_threads", "1")),
         )
 
 
@@ -103,5 +106,6 @@ def read_checked(
         .option("clock_spec", settings.bare_clock)
         .option("clock_now", repr(settings.clock_now))
         .option("max_drift", repr(settings.max_drift))
+        .option("verify_threads", str(settings.verify_threads))
         .load()
     )

@@ -41,6 +41,7 @@ class VerifySettings:
     replay_window: float = 120.0
     bare_clock: str = ""  # "", "now", "message" or unix seconds
     clock_now: float = 0.0  # the driver's "now", used when bare_clock == "now"
+    verify_threads: int = 1  # threads per task for signature verification
 
 
 def _checked_struct() -> StructType:
@@ -56,6 +57,7 @@ def check(settings: VerifySettings) -> Any:
         clock_spec=settings.bare_clock,
         clock_now=settings.clock_now,
         max_drift=settings.max_drift,
+        verify_threads=settings.verify_threads,
     )
 
     def step(lines: DataFrame) -> DataFrame:

@@ -138,6 +138,8 @@ class Checked:
     canonical_payload: str | None = None
     payload: Any = None
     received_at: float | None = None
+    #: With ``defer_verify``: ``(key, signature, digest)`` still to verify (check 8).
+    pending: tuple[Any, bytes, bytes] | None = None
 
     @property
     def replay_candidate(self) -> bool:
@@ -231,6 +233,7 @@ def check_message(
     *,
     size: int = 0,
     max_drift: float = DEFAULT_MAX_DRIFT,
+    defer_verify: bool = False,
 ) -> Checked:
     """Run checks 1–5, 7 and 8 on a parsed message value.
 
@@ -271,7 +274,7 @@ def check_message(
             detail = f"from: {detail}"
         out.pre_detail = detail
         return out
-    _authenticate(msg, out, sender.program)
+    _authenticate(msg, out, sender.program, defer_verify)
     return out
 
 
@@ -286,8 +289,10 @@ def raise_expired(timestamp: int, received: float, max_drift: float) -> None:
     )
 
 
-def _authenticate(msg: dict[str, Any], out: Checked, program: bytes) -> None:
-    """Checks 7 and 8."""
+def _authenticate(
+    msg: dict[str, Any], out: Checked, program: bytes, defer: bool = False
+) -> None:
+    """Checks 7 and 8 (with ``defer``, check 8's verify call is left in ``out.pending``)."""
     if not out.has_sig:
         if out.msg_type == "request":
             out.auth_code = int(ErrorCode.SIGNATURE_MISSING)
@@ -303,17 +308,34 @@ def _authenticate(msg: dict[str, Any], out: Checked, program: bytes) -> None:
         msg["id"], msg["from"], msg.get("to"), msg["type"], msg["method"],
         out.canonical_payload.encode("utf-8"), out.timestamp,
     )
-    if not key.verify(bytes.fromhex(msg["sig"]), hashlib.sha256(data).digest()):
+    out.pending = (key, bytes.fromhex(msg["sig"]), hashlib.sha256(data).digest())
+    if not defer:
+        finish_verification(out)
+
+
+def finish_verification(out: Checked) -> None:
+    """Run the verify call left in ``out.pending`` (check 8). Thread-safe: libsecp256k1
+    releases the GIL, so a batch can be verified on several threads."""
+    if out.pending is None:
+        return
+    key, signature, digest = out.pending
+    out.pending = None
+    if not key.verify(signature, digest):
         out.auth_code = int(ErrorCode.SIGNATURE_INVALID)
         out.auth_detail = "signature does not verify against from's tweaked key"
 
 
 def check_record(
-    record: Record, clock: ReceiptClock, *, max_drift: float = DEFAULT_MAX_DRIFT
+    record: Record,
+    clock: ReceiptClock,
+    *,
+    max_drift: float = DEFAULT_MAX_DRIFT,
+    defer_verify: bool = False,
 ) -> Checked:
     """Stateless checks for one parsed input line (see :func:`check_message`)."""
     if record.error is not None:
         return Checked(pre_code=int(record.error.code), pre_detail=record.error.detail)
     return check_message(
-        record.message, record.received_at, clock, size=record.size, max_drift=max_drift
+        record.message, record.received_at, clock, size=record.size, max_drift=max_drift,
+        defer_verify=defer_verify,
     )
