@@ -91,17 +91,28 @@ class P2TR:
     program: bytes
 
 
-def decode_p2tr(address: object) -> P2TR:
+def decode_p2tr(address: object, *, require_point: bool = False) -> P2TR:
     """Decode a strict SNAP P2TR address, or raise :class:`IdentityInvalid` saying why.
 
     Strict means: a string of exactly 62 lowercase characters, ``bc1p``/``tb1p``, a valid
     bech32m (not bech32) checksum, witness version 1, a 32-byte program, zero padding.
-    Whether the program is a valid x-only key is checked by :func:`xonly_key`.
-    Results are cached per address (decoding is pure Python and agents are few).
+    With ``require_point`` the program must also be a valid x-only key (the x coordinate
+    of a curve point). Message verification leaves that to the signature check, which
+    reports such an address as 2001 (ARCHITECTURE.md §3). Results are cached per address
+    (decoding is pure Python and agents are few).
+
+    Examples:
+        >>> decode_p2tr("bc1p" + "q" * 58)
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.errors.IdentityInvalid: bad bech32m checksum or character
     """
     if not isinstance(address, str):
         raise IdentityInvalid("address is not a string")
-    return _decode_p2tr_cached(address)
+    decoded = _decode_p2tr_cached(address)
+    if require_point and xonly_key(decoded.program) is None:
+        raise IdentityInvalid("witness program is not a valid x-only public key")
+    return decoded
 
 
 @lru_cache(maxsize=1 << 16)
@@ -142,10 +153,10 @@ def xonly_key(program: bytes) -> PublicKeyXOnly | None:
 def is_valid_p2tr(address: object, *, require_point: bool = True) -> bool:
     """True when ``address`` is a strict P2TR address (and, by default, a real x-only key)."""
     try:
-        decoded = decode_p2tr(address)
+        decode_p2tr(address, require_point=require_point)
     except IdentityInvalid:
         return False
-    return not require_point or xonly_key(decoded.program) is not None
+    return True
 
 
 def generate_private_key() -> bytes:

@@ -147,6 +147,12 @@ class Checked:
         return self.pre_code is None
 
     @property
+    def verdict(self) -> str:
+        """``"valid"`` or ``"rejected"`` by the stateless checks (replay needs a stream:
+        :func:`snap_spark.protocol.replay.resolve`)."""
+        return "valid" if self.stateless_code is None else "rejected"
+
+    @property
     def stateless_code(self) -> int | None:
         return self.pre_code if self.pre_code is not None else self.auth_code
 

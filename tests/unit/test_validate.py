@@ -335,3 +335,18 @@ def test_detail_names_the_field() -> None:
     out = check_message(message(to="bc1pzzz"), T0, CLOCK)
     assert out.pre_code == 2005 and out.pre_detail.startswith("to:")
     assert ADDR_A != ADDR_B
+
+
+def test_strict_decode_can_require_a_curve_point() -> None:
+    off_curve = keys.encode_p2tr((5).to_bytes(32, "big"))
+    assert keys.decode_p2tr(off_curve).program == (5).to_bytes(32, "big")
+    with pytest.raises(keys.IdentityInvalid):
+        keys.decode_p2tr(off_curve, require_point=True)
+    assert not keys.is_valid_p2tr(off_curve)
+    assert keys.is_valid_p2tr(off_curve, require_point=False)
+    assert keys.decode_p2tr(ADDR_A, require_point=True).network == "mainnet"
+
+
+def test_verdict_property() -> None:
+    assert check_message(signed(), T0, CLOCK).verdict == "valid"
+    assert check_message(message(), T0, CLOCK).verdict == "rejected"
