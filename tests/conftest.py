@@ -7,6 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Timing is not what property tests check: a loaded CI machine must not fail them on
+# Hypothesis's per-example deadline. Tests that set their own settings keep them.
+settings.register_profile(
+    "snap-spark", deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+settings.load_profile("snap-spark")
 
 VECTORS = Path(__file__).parent / "vectors"
 
