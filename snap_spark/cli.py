@@ -16,8 +16,6 @@ from typing import Any
 
 import orjson
 
-from snap_spark.protocol.errors import ERROR_NAMES
-
 EXIT_USAGE = 2
 
 
@@ -102,23 +100,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         finally:
             if out is not sys.stdout.buffer:
                 out.close()
-    summary = format_summary(len(verdicts), counts, elapsed)
+    summary = format_summary(len(lines), counts, elapsed)
     print(summary, file=sys.stdout if args.summary_only else sys.stderr)
     return 0
 
 
 def format_summary(total: int, counts: Counter[int | None], seconds: float) -> str:
-    """Human summary: the balance valid + rejected = lines read, and counts per code."""
-    valid = counts.get(None, 0)
-    rejected = total - valid
+    """The balance of a check run, with its speed."""
+    from snap_spark.protocol.checker import format_balance
+
+    rows = format_balance(total, counts)
     rate = total / seconds if seconds > 0 else 0.0
-    rows = [
-        f"lines read: {total}   valid: {valid}   rejected: {rejected}   "
-        f"balance: {'OK' if valid + rejected == total else 'MISMATCH'}   "
-        f"({seconds:.1f}s, {rate:,.0f} lines/s)"
-    ]
-    for code in sorted(c for c in counts if c is not None):
-        rows.append(f"  {code} {ERROR_NAMES.get(code, '?'):<24} {counts[code]}")
+    rows[0] += f"   ({seconds:.1f}s, {rate:,.0f} lines/s)"
     return "\n".join(rows)
 
 

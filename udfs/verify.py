@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from snap_spark.protocol.errors import ErrorCode, InvalidMessage
+from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.validate import (
     Checked,
@@ -97,9 +97,7 @@ def check_rows(
         record = parse_line(raw)
         needs_clock = False
         if read_error is not None:
-            checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE),
-                              pre_detail=InvalidMessage(
-                                  f"file could not be read: {read_error}").detail)
+            checked = Checked.unreadable(read_error)
         else:
             try:
                 checked = check_record(record, clock, max_drift=max_drift, defer_verify=True)

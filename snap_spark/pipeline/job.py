@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snap_spark.protocol.errors import ERROR_NAMES
-
 DEFAULT_PIPELINE_CONF = Path(__file__).resolve().parents[2] / "conf" / "pipeline.toml"
 APP_ID_PREFIX = "snap-spark/verify_messages/"
 EXIT_USAGE = 2
@@ -284,18 +282,17 @@ def run(
 
 def format_summary(result: JobResult) -> str:
     """The end-of-run balance: valid + rejected = lines read, and counts per code."""
-    balance = "OK" if result.valid + result.rejected == result.lines_read else "MISMATCH"
+    from snap_spark.protocol.checker import format_balance
+
     rate = result.lines_read / result.seconds if result.seconds else 0.0
-    rows = [
+    balance = format_balance(result.lines_read, result.counts)
+    return "\n".join([
         f"files: {result.files_seen} seen, {result.files_processed} processed",
-        f"lines read: {result.lines_read}   valid: {result.valid}   "
-        f"rejected: {result.rejected}   balance: {balance}",
+        balance[0],
         f"rows written: raw_messages +{result.raw_rows_written}, "
         f"messages +{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
-    ]
-    for code in sorted(c for c in result.counts if c is not None):
-        rows.append(f"  {code} {ERROR_NAMES.get(code, '?'):<24} {result.counts[code]}")
-    return "\n".join(rows)
+        *balance[1:],
+    ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -240,19 +240,3 @@ def to_raw_messages(ingest_id: str, ingest_time_us: int) -> Any:
 def _conform(df: DataFrame, schema: StructType) -> DataFrame:
     """Cast to the declared schema (names, order, types); nullability is the table's."""
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
-
-
-def verdict_counts(messages: DataFrame) -> dict[int | None, int]:
-    """``{error_code: count}`` (``None`` = valid) of a messages DataFrame."""
-    rows = messages.groupBy("error_code").count().collect()
-    return {row["error_code"]: int(row["count"]) for row in rows}
-
-
-def iter_verdicts(messages: DataFrame) -> Iterator[tuple[str, int, str, int | None, str]]:
-    """``(source_file, line_no, verdict, error_code, error_detail)`` sorted by file, line."""
-    for row in messages.select(
-        "source_file", "line_no", "verdict", "error_code", "error_detail"
-    ).orderBy("source_file", "line_no").toLocalIterator():
-        yield (row[0], row[1], row[2], row[3], row[4] or "")
-
-

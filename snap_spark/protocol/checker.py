@@ -8,10 +8,10 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from snap_spark.protocol.errors import ErrorCode, InvalidMessage
+from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.replay import DEFAULT_WINDOW, resolve
 from snap_spark.protocol.validate import DEFAULT_MAX_DRIFT, Checked, ReceiptClock, check_record
@@ -61,12 +61,29 @@ def check_lines(
         checked.append(check_one(raw, clock, max_drift))
     if read_errors:
         for line_no, message in read_errors.items():
-            checked[line_no - 1] = Checked(
-                pre_code=int(ErrorCode.INVALID_MESSAGE),
-                pre_detail=InvalidMessage(f"file could not be read: {message}").detail,
-            )
+            checked[line_no - 1] = Checked.unreadable(message)
     finals = resolve(checked, replay_window)
     return [
         LineVerdict(n, "valid" if code is None else "rejected", code, detail)
         for n, (code, detail) in enumerate(finals, start=1)
     ]
+
+
+def format_balance(lines_read: int, counts: Mapping[int | None, int]) -> list[str]:
+    """The end-of-run balance for people: valid + rejected against the lines read (each
+    side counted on its own, so a lost or invented line shows as MISMATCH), then the count
+    of each error code.
+
+    Examples:
+        >>> print("\\n".join(format_balance(3, {None: 2, 1003: 1})))
+        lines read: 3   valid: 2   rejected: 1   balance: OK
+          1003 InvalidMessageError      1
+    """
+    valid = counts.get(None, 0)
+    rejected = sum(n for code, n in counts.items() if code is not None)
+    balance = "OK" if valid + rejected == lines_read else "MISMATCH"
+    rows = [f"lines read: {lines_read}   valid: {valid}   rejected: {rejected}   "
+            f"balance: {balance}"]
+    for code in sorted(c for c in counts if c is not None):
+        rows.append(f"  {code} {ERROR_NAMES.get(code, '?'):<24} {counts[code]}")
+    return rows

@@ -146,6 +146,12 @@ class Checked:
         """True when checks 1–5 passed: the message can be a duplicate or be accepted."""
         return self.pre_code is None
 
+    @classmethod
+    def unreadable(cls, reason: str) -> Checked:
+        """A line the file could not be read past (e.g. a damaged ``.gz``): 1003."""
+        return cls(pre_code=int(ErrorCode.INVALID_MESSAGE),
+                   pre_detail=f"file could not be read: {reason}")
+
     @property
     def verdict(self) -> str:
         """``"valid"`` or ``"rejected"`` by the stateless checks (replay needs a stream:
