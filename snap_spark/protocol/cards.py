@@ -43,7 +43,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from snap_spark.protocol.errors import IdentityInvalid, InvalidPayload
 from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, canonicalize
@@ -67,14 +67,7 @@ SignedCardVerdict = Literal[
     "malformed", "bad_sig", "invalid_identity", "key_mismatch", "invalid_card", "valid"
 ]
 #: Verdicts of :func:`verify_signed_card`, in the order the checks run.
-SIGNED_CARD_VERDICTS: Final[tuple[SignedCardVerdict, ...]] = (
-    "malformed",
-    "bad_sig",
-    "invalid_identity",
-    "key_mismatch",
-    "invalid_card",
-    "valid",
-)
+SIGNED_CARD_VERDICTS: Final[tuple[SignedCardVerdict, ...]] = get_args(SignedCardVerdict)
 
 
 class InvalidCard(InvalidPayload):

@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from coincurve import PrivateKey
 
@@ -73,23 +73,10 @@ CardEventVerdict = Literal[
     "valid",
 ]
 #: Verdicts of :func:`check_event`, in the order the checks run.
-EVENT_VERDICTS: Final[tuple[EventVerdict, ...]] = (
-    "malformed",
-    "bad_event_id",
-    "bad_event_sig",
-    "ok",
-)
+EVENT_VERDICTS: Final[tuple[EventVerdict, ...]] = get_args(EventVerdict)
 #: Verdicts of :func:`check_card_event`, in the order the checks run. (``superseded`` is
 #: decided across events, at table level, with :func:`card_sort_key`.)
-CARD_EVENT_VERDICTS: Final[tuple[CardEventVerdict, ...]] = (
-    "malformed",
-    "bad_event_id",
-    "bad_event_sig",
-    "identity_mismatch",
-    "invalid_card",
-    "card_identity_mismatch",
-    "valid",
-)
+CARD_EVENT_VERDICTS: Final[tuple[CardEventVerdict, ...]] = get_args(CardEventVerdict)
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
