@@ -107,6 +107,57 @@ def _norm(value: Any, level: int, max_depth: int, state: list[bool]) -> tuple[An
     raise InvalidPayload(f"value of type {t.__name__} is not JSON")
 
 
+def is_plain(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> bool:
+    """True when ``value`` needs no normalization and ``orjson`` may write it as JCS.
+
+    A read-only scan (no copy), the common case of real payloads: every number a safe
+    integer or a non-integral double of magnitude at least :data:`FAST_FLOAT_MIN`, no key
+    with a character at or above U+E000, and nesting within ``max_depth``. When it says
+    False, :func:`normalize` decides (and raises what it must).
+
+    Examples:
+        >>> is_plain({"a": [1, "x", {"b": 2.5}]}), is_plain({"a": 1.0})
+        (True, False)
+        >>> is_plain([[[]]], max_depth=2)
+        False
+    """
+    t = type(value)
+    if t is dict or t is list:
+        return _plain_container(value, max_depth)
+    if t is str or t is bool or value is None:
+        return True
+    return _plain_container([value], 1)
+
+
+def _plain_container(value: Any, room: int) -> bool:
+    if room <= 0:
+        return False
+    if type(value) is dict:
+        for key in value:
+            if not key.isascii() and max(key) >= "\ue000":
+                return False
+        children = value.values()
+    else:
+        children = value
+    for child in children:
+        t = type(child)
+        if t is str or t is bool or child is None:
+            continue
+        if t is int:
+            if -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        if t is float:
+            if (child >= FAST_FLOAT_MIN or child <= -FAST_FLOAT_MIN) and \
+                    math.isfinite(child) and not child.is_integer():
+                continue
+            return False
+        if (t is dict or t is list) and _plain_container(child, room - 1):
+            continue
+        return False
+    return True
+
+
 def canonicalize(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> bytes:
     """JCS bytes of a parsed JSON value (numbers treated as doubles, see module doc).
 
@@ -114,6 +165,11 @@ def canonicalize(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> bytes:
         InvalidPayload: too deep, a number no double holds, or a string that is not valid
             Unicode (a lone surrogate).
     """
+    if is_plain(value, max_depth=max_depth):
+        try:
+            return orjson.dumps(value, option=_SORT)
+        except orjson.JSONEncodeError:
+            pass  # e.g. a lone surrogate: the full path below decides
     normalized, _depth, fast_ok = normalize(value, max_depth=max_depth)
     return serialize_normalized(normalized, fast_ok)
 

@@ -39,7 +39,7 @@ from snap_spark.protocol.errors import (
     SnapError,
     fmt_seconds,
 )
-from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, normalize, serialize_normalized
+from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, canonicalize
 from snap_spark.protocol.jsonparse import json_type
 from snap_spark.protocol.keys import decode_p2tr, xonly_key
 from snap_spark.protocol.records import Record
@@ -230,8 +230,7 @@ def _structure(msg: dict[str, Any], out: Checked, size: int) -> None:
         if not _SIG.fullmatch(sig):
             raise InvalidPayload("sig must be 128 lowercase hex characters")
         out.has_sig = True
-    normalized, _depth, fast_ok = normalize(payload)
-    canonical = serialize_normalized(normalized, fast_ok)
+    canonical = canonicalize(payload)
     if len(canonical) > MAX_PAYLOAD_BYTES:
         raise InvalidPayload(f"JCS(payload) is {len(canonical)} bytes, over the 1 MiB limit")
     out.canonical_payload = canonical.decode("utf-8")

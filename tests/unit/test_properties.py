@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from snap_spark.protocol import jcs, keys
 from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.errors import InvalidPayload
 from snap_spark.protocol.signing import sign_message
 from snap_spark.protocol.validate import ReceiptClock, check_message
 from tests.unit.helpers import T0
@@ -119,6 +121,24 @@ wide_values = st.recursive(
 @given(wide_values)
 def test_fast_path_equals_reference_jcs(value: Any) -> None:
     assert jcs.canonicalize(value, max_depth=100) == jcs.canonicalize_reference(value)
+
+
+@PROFILE
+@given(wide_values, st.integers(1, 6))
+def test_plain_scan_agrees_with_normalize(value: Any, max_depth: int) -> None:
+    """``is_plain`` (the no-copy scan) says yes only where normalize changes nothing and
+    allows orjson; and depth limits still raise through ``canonicalize``."""
+    try:
+        normalized, _depth, fast_ok = jcs.normalize(value, max_depth=max_depth)
+    except InvalidPayload:
+        assert not jcs.is_plain(value, max_depth=max_depth)
+        with pytest.raises(InvalidPayload):
+            jcs.canonicalize(value, max_depth=max_depth)
+        return
+    if jcs.is_plain(value, max_depth=max_depth):
+        assert fast_ok
+        assert normalized == value
+        assert json.dumps(normalized) == json.dumps(value)  # no int/float swap hidden by ==
 
 
 @PROFILE
