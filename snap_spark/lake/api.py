@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from snap_spark.lake.files import DataFile
 
 
 class LakeError(RuntimeError):
@@ -89,4 +92,28 @@ class Lake(Protocol):
 
     def exists(self, path: str) -> bool:
         """True when ``path`` holds a Delta table."""
+        ...
+
+    def data_root(self, path: str, staging: str) -> str:
+        """Folder where executors write Parquet files meant for :meth:`add_files` to table
+        ``path``; ``staging`` is a scratch folder of the run, deleted afterwards."""
+        ...
+
+    def add_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+    ) -> bool:
+        """Add Parquet files written under ``root`` (:meth:`data_root`) to table ``path`` in
+        one commit with the app transaction ``(app_id, version)``; the table is created
+        (``schema``, partitioned by ``partition_by``) when absent. Returns ``False`` and adds
+        nothing when the table already holds that transaction (the caller then deletes the
+        files)."""
         ...

@@ -473,6 +473,36 @@ class DeltaRsLake:
 
         return bool(DeltaTable.is_deltatable(table_uri(path)))
 
+    def data_root(self, path: str, staging: str) -> str:
+        """The table folder itself: :meth:`add_files` commits the files where they are."""
+        return table_uri(path)
+
+    def add_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+    ) -> bool:
+        """Commit files written in the table folder; see :meth:`Lake.add_files`.
+
+        Examples:
+            >>> lake.add_files(spark, "/lake/raw", "/lake/raw", files, schema=schema,
+            ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
+            True
+        """
+        uri = table_uri(path)
+        if table_uri(root) != uri:
+            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
+        check_txn(app_id, version)
+        return commit_files(uri, files, schema, partition_by, app_id=app_id,
+                            version=version, write_id=uuid.uuid4().hex)
+
 
 #: Sessions the data source is registered with (registering again only logs a warning).
 _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()

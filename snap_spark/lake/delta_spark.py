@@ -38,6 +38,9 @@ from snap_spark.lake.schema import check_delta_compatible, check_partition_colum
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from snap_spark.lake.files import DataFile
 
 #: Delta's session settings that make MERGE/UPDATE/DELETE idempotent (Delta >= 2.3).
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
@@ -205,6 +208,35 @@ class DeltaSparkLake:
         from delta.tables import DeltaTable
 
         return bool(DeltaTable.isDeltaTable(self.spark, path))
+
+
+    def data_root(self, path: str, staging: str) -> str:
+        """A folder under ``staging``: Delta's own writer copies the files into the table."""
+        name = path.rstrip("/").rsplit("/", 1)[-1] or "table"
+        return f"{staging.rstrip('/')}/{name}-{uuid.uuid4().hex[:8]}"
+
+    def add_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+    ) -> bool:
+        """Append the rows of staged Parquet files through Delta's writer (delta-spark has
+        no public API to adopt files in place); see :meth:`Lake.add_files`."""
+        paths = [f"{root.rstrip('/')}/{f.path}" for f in files]
+        if paths:
+            df = (spark.read.schema(schema).option("basePath", root).parquet(*paths)
+                  .select(*schema.fieldNames()))
+        else:
+            df = spark.createDataFrame([], schema)
+        return self.append(df, path, app_id=app_id, version=version,
+                           partition_by=partition_by)
 
 
 def _latest_version(spark: SparkSession, path: str) -> int:

@@ -12,7 +12,10 @@ a Delta app transaction naming the exact set of files it holds.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import hashlib
+import json
 import os
 import sys
 import time
@@ -156,6 +159,63 @@ def _ingested_keys(spark: Any, lake: Any, path: str) -> set[str]:
     return {row[0] for row in rows}
 
 
+@dataclass
+class _Landed:
+    """What the landing pass reported to the driver (see :mod:`snap_spark.pipeline.land`)."""
+
+    lines: dict[str, int] = field(default_factory=dict)  # per file key
+    counts: Counter[int | None] = field(default_factory=Counter)
+    bare: int = 0
+    raw_files: list[Any] = field(default_factory=list)  # DataFile
+    staged: list[tuple[str, str]] = field(default_factory=list)  # (source_file, info)
+    duplicates: dict[str, dict[int, str]] = field(default_factory=dict)
+    replays: int = 0
+
+    @classmethod
+    def from_rows(cls, rows: list[dict[str, Any]]) -> _Landed:
+        from snap_spark.pipeline.land import data_file
+
+        landed = cls()
+        for row in rows:
+            kind = row["kind"]
+            if kind == "count":
+                key = row["file_key"]
+                landed.lines[key] = landed.lines.get(key, 0) + row["lines"]
+                if row["lines"]:
+                    landed.counts[row["code"]] += row["lines"]
+            elif kind == "bare":
+                landed.bare += row["lines"]
+            elif kind == "raw_file":
+                landed.raw_files.append(data_file(row["info"]))
+            elif kind == "staged":
+                landed.staged.append((row["source_file"], row["info"]))
+            elif kind == "duplicate":
+                landed.duplicates.setdefault(row["source_file"], {})[row["line_no"]] = row["info"]
+                landed.counts[row["prior_code"]] -= 1
+                landed.counts[row["code"]] += 1
+                landed.replays += 1
+            else:
+                raise ValueError(f"unexpected landed row kind {kind!r}")
+        return landed
+
+
+def _remove_tree(uri: str) -> None:
+    from snap_spark.lake.files import resolve_filesystem
+
+    filesystem, root = resolve_filesystem(uri)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        filesystem.delete_dir(root)
+
+
+def _remove_if_empty(*paths: str) -> None:
+    """Remove local folders this run created and left empty (cleanup after a refusal)."""
+    for path in paths:
+        if "://" not in path and os.path.isdir(path):
+            with contextlib.suppress(OSError):
+                for folder, _dirs, _files in sorted(os.walk(path), reverse=True):
+                    os.rmdir(folder)  # fails (and stops) at the first non-empty folder
+
+
 def run(
     spark: Any,
     inputs: Sequence[str],
@@ -169,25 +229,28 @@ def run(
 ) -> JobResult:
     """Verify ``inputs`` and append new files' lines to ``raw_messages`` and ``messages``.
 
+    One pass reads, checks and writes every line (:mod:`snap_spark.pipeline.land`); the
+    replay fold runs on a narrow projection after one shuffle; the ``messages`` files get
+    their final verdicts; the driver commits each table once.
+
     Raises:
         FileNotFoundError: an input path does not exist, or holds no input files.
-        MissingReceiptTime: a bare line needs ``bare_clock`` (nothing is written then).
+        MissingReceiptTime: a bare line needs ``bare_clock`` (nothing is committed then).
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from schemas.tables import MESSAGES_PARTITION
+    from schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
     from snap_spark.lake import get_lake
-    from snap_spark.pipeline.checked_source import read_checked
-    from snap_spark.pipeline.source import list_input_files
-    from snap_spark.pipeline.verify import (
-        DUPLICATES_SCHEMA,
-        VerifySettings,
-        apply_duplicates,
-        find_duplicates,
-        to_messages,
-        to_raw_messages,
+    from snap_spark.lake.common import table_uri
+    from snap_spark.lake.files import delete_data_files
+    from snap_spark.pipeline.land import (
+        LAND_SOURCE_NAME,
+        LandSpec,
+        SnapLandDataSource,
+        data_file,
+        fold_landed,
+        landed_struct,
+        write_messages,
     )
+    from snap_spark.pipeline.source import list_input_files, plan_input
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 
     started = time.monotonic()
@@ -214,68 +277,84 @@ def run(
 
     clock_now = float(int(time.time()))
     ReceiptClock.parse(bare_clock, now=clock_now)  # fail fast on a bad spelling
-    settings = VerifySettings(max_drift=max_drift, replay_window=replay_window,
-                              bare_clock=bare_clock, clock_now=clock_now,
-                              verify_threads=verify_threads or auto_verify_threads(spark))
-    key_map = F.create_map(*[x for p in todo for x in (F.lit(p), F.lit(keys[p]))])
-    checked = (
-        read_checked(spark, todo, settings, batch_rows=batch_rows)
-        .withColumn("file_key", key_map[F.col("source_file")])
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    ingest_id = uuid.uuid4().hex
+    staging = table_uri(os.path.join(lake_dir, "_staging", ingest_id))
+    raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
+    msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
+    raw_root = lake.data_root(raw_path, staging)
+    msg_root = lake.data_root(msg_path, staging)
+    spec = LandSpec(
+        ingest_id=ingest_id, ingest_time_us=int(time.time() * 1_000_000),
+        file_keys={p: keys[p] for p in todo},
+        raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
+        raw_root=raw_root, staging=f"{staging}/messages",
+        clock_spec=bare_clock, clock_now=clock_now, max_drift=max_drift,
+        verify_threads=verify_threads or auto_verify_threads(spark), batch_rows=batch_rows,
     )
+    existed = [p for p in (lake_dir, raw_path, msg_path) if os.path.exists(p)]
+    _, split_bytes = plan_input(spark, todo, None)
+    spark.dataSource.register(SnapLandDataSource)
+    landed_df = (
+        spark.read.format(LAND_SOURCE_NAME)
+        .option("paths", json.dumps(todo))
+        .option("split_bytes", str(split_bytes))
+        .option("spec", spec.to_json())
+        .load()
+    )
+    uncommitted: list[tuple[str, list[Any]]] = []
     try:
-        # One pass over the cached checks: lines per file, bare lines, stateless verdicts.
-        per_file: dict[str, tuple[int, int]] = {}
-        stateless: Counter[int | None] = Counter()
-        for row in checked.groupBy(
-            "file_key", F.coalesce("pre_code", "auth_code").alias("code")
-        ).agg(
-            F.count(F.lit(1)).alias("lines"),
-            F.sum(F.col("needs_clock").cast("int")).alias("bare"),
-        ).collect():
-            lines, bare = per_file.get(row["file_key"], (0, 0))
-            per_file[row["file_key"]] = (lines + int(row["lines"]), bare + int(row["bare"]))
-            stateless[row["code"]] += int(row["lines"])
-        result.lines_read = sum(lines for lines, _ in per_file.values())
-        log(f"stage 2/4 read and checked {result.lines_read} lines from {len(todo)} files")
-        if any(bare for _, bare in per_file.values()):
+        # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
+        folded = (
+            landed_df.repartition("sender", "msg_id")
+            .sortWithinPartitions("received_at", "source_file", "line_no")
+            .mapInArrow(functools.partial(fold_landed, replay_window), landed_struct())
+            .filter("kind <> 'candidate'")
+        )
+        landed = _Landed.from_rows(folded.toArrow().to_pylist())
+        uncommitted.append((raw_root, landed.raw_files))
+        result.lines_read = sum(landed.lines.values())
+        log(f"stage 2/4 read, checked and wrote {result.lines_read} lines from {len(todo)} "
+            f"files ({landed.replays} replays found)")
+        if landed.bare:
             raise MissingReceiptTime(
                 "input has bare message lines (no envelope received_at): choose their "
                 "receipt clock with --bare-clock now|message|<unix seconds>"
             )
-        ingest_id = uuid.uuid4().hex
-        ingest_us = int(time.time() * 1_000_000)
+        result.counts = {code: n for code, n in landed.counts.items() if n}
 
-        raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
         if raw_keys:
-            raw = checked.filter(F.col("file_key").isin(raw_keys)).transform(
-                to_raw_messages(ingest_id, ingest_us)
-            )
-            if lake.append(raw, raw_path, app_id=batch_app_id(raw_keys), version=1):
-                result.raw_rows_written = sum(per_file.get(k, (0, 0))[0] for k in raw_keys)
+            if lake.add_files(spark, raw_path, raw_root, landed.raw_files, schema=RAW_MESSAGES,
+                              partition_by=[], app_id=batch_app_id(raw_keys), version=1):
+                result.raw_rows_written = sum(landed.lines.get(k, 0) for k in raw_keys)
+            else:
+                delete_data_files(raw_root, landed.raw_files)
+            uncommitted.clear()
         log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows")
 
-        msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
-        # Replays are few: bring the 2006 rows to the driver, then broadcast them.
-        dup_rows = checked.transform(find_duplicates(settings)).collect()
-        for row in dup_rows:
-            stateless[row["prior_code"]] -= 1
-            stateless[row["replay_code"]] += 1
-        result.counts = {code: n for code, n in stateless.items() if n}
-        duplicates = spark.createDataFrame(dup_rows, DUPLICATES_SCHEMA)
         if msg_keys:
-            messages = (
-                checked.filter(F.col("file_key").isin(msg_keys))
-                .transform(apply_duplicates(duplicates))
-                .transform(to_messages(ingest_id, ingest_us))
-            )
-            if lake.append(messages, msg_path, app_id=batch_app_id(msg_keys), version=1,
-                           partition_by=list(MESSAGES_PARTITION)):
-                result.message_rows_written = sum(per_file.get(k, (0, 0))[0] for k in msg_keys)
-        log(f"stage 4/4 messages: +{result.message_rows_written} rows "
-            f"({len(dup_rows)} replays found)")
-    finally:
-        checked.unpersist()
+            staged = spark.createDataFrame(landed.staged, "source_file string, info string")
+            written = staged.mapInArrow(
+                functools.partial(write_messages, msg_root, landed.duplicates), landed_struct()
+            ).toArrow().to_pylist()
+            msg_files = [data_file(row["info"]) for row in written]
+            uncommitted.append((msg_root, msg_files))
+            if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                              partition_by=list(MESSAGES_PARTITION),
+                              app_id=batch_app_id(msg_keys), version=1):
+                result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
+            else:
+                delete_data_files(msg_root, msg_files)
+            uncommitted.clear()
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows")
+    except BaseException:
+        for root, data_files in uncommitted:
+            delete_data_files(root, data_files)
+        _remove_tree(staging)
+        _remove_if_empty(os.path.join(lake_dir, "_staging"),
+                         *[p for p in (raw_path, msg_path, lake_dir) if p not in existed])
+        raise
+    _remove_tree(staging)
+    _remove_if_empty(os.path.join(lake_dir, "_staging"))
     result.seconds = time.monotonic() - started
     return result
 

@@ -1,0 +1,478 @@
+"""Check input lines and write their table files in the same pass (the batch job's engine).
+
+Each Spark task owns one file range (:class:`~snap_spark.pipeline.source.FilePartition`). It
+reads the range in Arrow batches, runs every stateless check (:mod:`udfs.verify`, which
+calls :mod:`snap_spark.protocol`), and writes, without sending the lines back to the JVM:
+
+- the ``raw_messages`` Parquet file(s) of the range, where the lake backend wants them
+  (in the table folder for delta-rs), uncommitted;
+- the range's ``messages`` rows with their stateless verdicts, staged as an Arrow IPC file
+  (the replay step can still turn some of them into 2006).
+
+Spark only sees what the rest of the job needs, one narrow row each (:data:`LANDED_FIELDS`):
+a ``candidate`` per line that passed checks 1-5 (sender, id, receipt time: the replay
+input), ``count`` rows (lines per file and code), and ``raw_file`` / ``staged`` rows
+describing what was written. The replay fold (:func:`fold_landed`) runs on those rows
+after one shuffle, and :func:`write_messages` turns the staged rows into the ``messages``
+Parquet files with the final verdicts. The driver commits both tables
+(:meth:`snap_spark.lake.Lake.add_files`).
+
+A task that meets a bare line while no receipt clock is configured deletes what it wrote
+and reports it (kind ``bare``); the driver then stops the run with nothing committed.
+Files written by a task attempt that failed, or whose result the driver never used, are
+never committed: Delta ignores them and ``VACUUM`` removes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import fs as pafs
+from pyspark.sql.datasource import DataSource, InputPartition
+from pyspark.sql.types import StructType
+
+from snap_spark.lake.files import DataFile, PartitionedFileWriter, resolve_filesystem
+from snap_spark.pipeline.source import FilePartition, SnapLinesReader, iter_line_batches
+from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
+from snap_spark.protocol.replay import resolve
+from snap_spark.protocol.validate import Checked, ReceiptClock
+from udfs.verify import check_columns, line_text
+
+#: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+
+#: Rows Spark receives from the landing tasks (and from :func:`fold_landed`).
+LANDED_FIELDS: list[pa.Field] = [
+    # candidate | count | bare | raw_file | staged | duplicate | message_file
+    pa.field("kind", pa.string(), False),
+    pa.field("source_file", pa.string()),
+    pa.field("line_no", pa.int64()),
+    pa.field("sender", pa.string()),
+    pa.field("msg_id", pa.string()),
+    pa.field("received_at", pa.float64()),
+    pa.field("code", pa.int32()),  # candidate: check-8 code; count: the code; duplicate: 2006
+    pa.field("prior_code", pa.int32()),  # duplicate: the stateless code it replaces
+    pa.field("file_key", pa.string()),
+    pa.field("lines", pa.int64()),  # count: number of lines
+    pa.field("info", pa.string()),  # raw_file/staged: JSON; duplicate: the 2006 detail
+]
+LANDED_SCHEMA = pa.schema(LANDED_FIELDS)
+
+
+@dataclass(frozen=True)
+class LandSpec:
+    """Everything a landing task needs, sent to executors as JSON (a Data Source option)."""
+
+    ingest_id: str
+    ingest_time_us: int
+    #: input path -> ingest key of the file (:func:`snap_spark.pipeline.job.file_key`)
+    file_keys: dict[str, str]
+    #: ingest keys whose lines go to ``raw_messages`` / ``messages`` this run
+    raw_keys: frozenset[str] = frozenset()
+    msg_keys: frozenset[str] = frozenset()
+    #: where the ``raw_messages`` files go (:meth:`Lake.data_root`) and the staging folder
+    raw_root: str = ""
+    staging: str = ""
+    clock_spec: str = ""
+    clock_now: float = 0.0
+    max_drift: float = 60.0
+    verify_threads: int = 1
+    batch_rows: int = 8192
+    max_batch_bytes: int = 64 * 1024 * 1024
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["raw_keys"] = sorted(self.raw_keys)
+        data["msg_keys"] = sorted(self.msg_keys)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> LandSpec:
+        data = json.loads(text)
+        data["raw_keys"] = frozenset(data["raw_keys"])
+        data["msg_keys"] = frozenset(data["msg_keys"])
+        return cls(**data)
+
+
+# -- table rows (Arrow) ---------------------------------------------------------------------
+
+
+def _table_schema(name: str) -> pa.Schema:
+    from schemas.tables import TABLES
+    from snap_spark.lake.schema import to_arrow
+
+    return to_arrow(TABLES[name])
+
+
+_SCHEMAS: dict[str, pa.Schema] = {}
+
+
+def table_arrow_schema(name: str) -> pa.Schema:
+    """Arrow schema of a table's rows (``raw_messages`` or ``messages``), cached."""
+    schema = _SCHEMAS.get(name)
+    if schema is None:
+        schema = _SCHEMAS[name] = _table_schema(name)
+    return schema
+
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _seconds_to_ts(seconds: pa.Array) -> pa.Array:
+    """Unix seconds (int or float) → ``timestamp[us, UTC]``, truncated to the microsecond;
+    null outside years 1970-9999 (a rejected message may carry any number)."""
+    values = pc.cast(seconds, pa.float64())
+    inside = pc.and_(pc.greater_equal(values, 0.0),
+                     pc.less_equal(values, float(MAX_TIMESTAMP_SECONDS)))
+    micros = pc.cast(pc.trunc(pc.multiply(values, 1_000_000.0)), pa.int64())
+    return pc.cast(pc.if_else(inside, micros, None), _TS)
+
+
+def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type=type_), count)
+
+
+def raw_rows(spec: LandSpec, lines: pa.RecordBatch, cols: Mapping[str, list[Any]],
+             texts: list[str | None], exact: list[bytes | None]) -> pa.RecordBatch:
+    """``raw_messages`` rows of one batch of lines (see ``schemas.tables.RAW_MESSAGES``)."""
+    n = lines.num_rows
+    path = lines.column("source_file")[0].as_py() if n else ""
+    envelope_at = pa.array(cols["envelope_received_at"], pa.float64())
+    return pa.RecordBatch.from_arrays([
+        _constant(spec.ingest_id, pa.string(), n),
+        _constant(spec.ingest_time_us, pa.int64(), n).cast(_TS),
+        lines.column("source_file"),
+        _constant(spec.file_keys[path] if n else "", pa.string(), n),
+        lines.column("line_no"),
+        pc.cast(pc.fill_null(lines.column("byte_len"), 0), pa.int64()),
+        pa.array(texts, pa.string()),
+        pa.array(exact, pa.binary()),
+        lines.column("read_error"),
+        pa.array(cols["is_envelope"], pa.bool_()),
+        pa.array(cols["source"], pa.string()),
+        envelope_at,
+        _seconds_to_ts(envelope_at),
+    ], schema=table_arrow_schema("raw_messages"))
+
+
+def message_rows(spec: LandSpec, lines: pa.RecordBatch, cols: Mapping[str, list[Any]]
+                 ) -> pa.RecordBatch:
+    """``messages`` rows of one batch with the stateless verdicts (the replay step may
+    later turn a valid or 2001 row into a 2006; see :func:`apply_duplicates`)."""
+    n = lines.num_rows
+    path = lines.column("source_file")[0].as_py() if n else ""
+    codes = [pre if pre is not None else auth
+             for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True)]
+    details = [pre_d if pre is not None else auth_d
+               for pre, pre_d, auth_d in zip(cols["pre_code"], cols["pre_detail"],
+                                             cols["auth_detail"], strict=True)]
+    code_array = pa.array(codes, pa.int32())
+    timestamps = pa.array(cols["timestamp"], pa.int64())
+    received = pa.array(cols["received_at"], pa.float64())
+    event_time = _seconds_to_ts(timestamps)
+    received_time = _seconds_to_ts(received)
+    ingest_time = _constant(spec.ingest_time_us, pa.int64(), n).cast(_TS)
+    event_date = pc.coalesce(pc.cast(received_time, pa.date32()),
+                             pc.cast(event_time, pa.date32()),
+                             pc.cast(ingest_time, pa.date32()))
+    return pa.RecordBatch.from_arrays([
+        _constant(spec.ingest_id, pa.string(), n),
+        ingest_time,
+        lines.column("source_file"),
+        _constant(spec.file_keys[path] if n else "", pa.string(), n),
+        lines.column("line_no"),
+        pa.array(cols["msg_id"], pa.string()),
+        pa.array(cols["version"], pa.string()),
+        pa.array(cols["sender"], pa.string()),
+        pa.array(cols["recipient"], pa.string()),
+        pa.array(cols["msg_type"], pa.string()),
+        pa.array(cols["method"], pa.string()),
+        timestamps,
+        event_time,
+        received,
+        received_time,
+        event_date,
+        pa.array(cols["task_id"], pa.string()),
+        pa.array(cols["context_id"], pa.string()),
+        pa.array(cols["task_state"], pa.string()),
+        pa.array(cols["has_sig"], pa.bool_()),
+        pa.array(cols["canonical_payload"], pa.string()),
+        pc.if_else(pc.is_null(code_array), "valid", "rejected"),
+        code_array,
+        pa.array([None if c is None else ERROR_NAMES.get(c) for c in codes], pa.string()),
+        pa.array(details, pa.string()),
+    ], schema=table_arrow_schema("messages"))
+
+
+# -- the landing task (executor) --------------------------------------------------------------
+
+
+@dataclass
+class _Outputs:
+    """What one landing task has written so far (deleted again if the task gives up)."""
+
+    raw: PartitionedFileWriter | None = None
+    staged_path: str | None = None
+    staged: pa.ipc.RecordBatchFileWriter | None = None
+    staged_sink: Any = None
+    staged_rows: int = 0
+    filesystem: pafs.FileSystem | None = None
+    done: list[pa.RecordBatch] = field(default_factory=list)
+
+    def discard(self) -> None:
+        if self.raw is not None:
+            self.raw.discard()
+        if self.staged is not None:
+            try:
+                self.staged.close()
+                self.staged_sink.close()
+            finally:
+                if self.filesystem is not None and self.staged_path is not None:
+                    self.filesystem.delete_file(self.staged_path)
+
+
+def _row(kind: str, **values: Any) -> dict[str, Any]:
+    return {"kind": kind, **values}
+
+
+def _rows_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=LANDED_SCHEMA)
+
+
+def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int | None = None,
+               first_line: int = 1) -> Iterator[pa.RecordBatch]:
+    """Check the lines of one file range and write their files; yield :data:`LANDED_SCHEMA`.
+
+    The lines of the range are read once, in batches; nothing is kept beyond a batch but
+    the open writers (each flushes a Parquet row group at 64 MiB).
+    """
+    clock = ReceiptClock.parse(spec.clock_spec, now=spec.clock_now)
+    key = spec.file_keys[path]
+    out = _Outputs()
+    counts: Counter[int | None] = Counter()
+    tag = f"{index:05d}-{spec.ingest_id[:8]}-{uuid.uuid4().hex[:8]}"
+    try:
+        if key in spec.raw_keys:
+            out.raw = PartitionedFileWriter(spec.raw_root, table_arrow_schema("raw_messages"),
+                                            [], file_prefix=f"part-{tag}")
+        if key in spec.msg_keys:
+            out.filesystem, root = resolve_filesystem(spec.staging)
+            out.filesystem.create_dir(root)
+            out.staged_path = f"{root}/messages-{tag}.arrow"
+            out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
+            out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
+        for lines in iter_line_batches(path, spec.batch_rows, spec.max_batch_bytes,
+                                       start=start, end=end, first_line=first_line):
+            raws = lines.column("raw").to_pylist()
+            errors = lines.column("read_error").to_pylist()
+            cols = check_columns(raws, errors, clock, spec.max_drift, spec.verify_threads)
+            if any(cols["needs_clock"]):
+                out.discard()
+                yield _rows_batch([_row("bare", source_file=path, file_key=key,
+                                        lines=sum(cols["needs_clock"]))])
+                return
+            for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True):
+                counts[pre if pre is not None else auth] += 1
+            if out.raw is not None:
+                texts, exact = line_text(raws)
+                out.raw.write(raw_rows(spec, lines, cols, texts, exact))
+            if out.staged is not None:
+                out.staged.write_batch(message_rows(spec, lines, cols))
+                out.staged_rows += lines.num_rows
+            yield _candidates(lines, cols)
+        info: list[dict[str, Any]] = []
+        if out.raw is not None:
+            for data_file in out.raw.close():
+                info.append(_row("raw_file", source_file=path, file_key=key,
+                                 lines=data_file.num_records,
+                                 info=json.dumps(dataclasses.asdict(data_file))))
+        if out.staged is not None:
+            out.staged.close()
+            out.staged_sink.close()
+            info.append(_row("staged", source_file=path, file_key=key, lines=out.staged_rows,
+                             info=json.dumps({"path": out.staged_path})))
+        info.extend(_row("count", source_file=path, file_key=key, code=code, lines=n)
+                    for code, n in counts.items())
+        if not counts:  # an empty range still tells the driver its file was read
+            info.append(_row("count", source_file=path, file_key=key, code=None, lines=0))
+        yield _rows_batch(info)
+    except BaseException:
+        out.discard()
+        raise
+
+
+def _candidates(lines: pa.RecordBatch, cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """``candidate`` rows: the lines that passed checks 1-5 (the replay step's input)."""
+    keep = [i for i, pre in enumerate(cols["pre_code"]) if pre is None]
+    n = len(keep)
+    take = pa.array(keep, pa.int32())
+    return pa.RecordBatch.from_arrays([
+        _constant("candidate", pa.string(), n),
+        lines.column("source_file").take(take),
+        lines.column("line_no").take(take),
+        pa.array([cols["sender"][i] for i in keep], pa.string()),
+        pa.array([cols["msg_id"][i] for i in keep], pa.string()),
+        pa.array([cols["received_at"][i] for i in keep], pa.float64()),
+        pa.array([cols["auth_code"][i] for i in keep], pa.int32()),
+        pa.nulls(n, pa.int32()),
+        pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.string()),
+    ], schema=LANDED_SCHEMA)
+
+
+# -- replay fold (executor, after a shuffle by (sender, msg_id)) ------------------------------
+
+
+def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over landed rows hash-partitioned by ``(sender, msg_id)`` and
+    sorted by ``received_at, source_file, line_no``: every row that is not a candidate
+    passes through; candidates are folded by the protocol's :func:`resolve` and only those
+    it turns into 2006 leave, as ``duplicate`` rows (``prior_code`` = their stateless code).
+    """
+    candidates: list[pa.RecordBatch] = []
+    for batch in batches:
+        is_candidate = pc.equal(batch.column("kind"), "candidate")
+        others = batch.filter(pc.invert(is_candidate))
+        if others.num_rows:
+            yield others
+        chosen = batch.filter(is_candidate)
+        if chosen.num_rows:
+            candidates.append(chosen)
+    if not candidates:
+        return
+    cols = pa.Table.from_batches(candidates).to_pydict()
+    items = [
+        Checked(sender=sender, msg_id=msg_id, received_at=float(received_at),
+                auth_code=code, auth_detail="")
+        for sender, msg_id, received_at, code in zip(
+            cols["sender"], cols["msg_id"], cols["received_at"], cols["code"], strict=True)
+    ]
+    rows = [
+        _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
+             code=code, prior_code=cols["code"][i], info=detail)
+        for i, (code, detail) in enumerate(resolve(items, window))
+        if code == ErrorCode.DUPLICATE_MESSAGE
+    ]
+    if rows:
+        yield _rows_batch(rows)
+
+
+# -- final messages files (executor) -----------------------------------------------------------
+
+
+def apply_duplicates(rows: pa.Table, duplicates: Mapping[int, str]) -> pa.Table:
+    """Turn the ``messages`` rows whose ``line_no`` is in ``duplicates`` (one source file)
+    into 2006 rejections with the given detail; every other row is unchanged."""
+    if not duplicates:
+        return rows
+    line_nos = rows.column("line_no").to_pylist()
+    hit = [n in duplicates for n in line_nos]
+    if not any(hit):
+        return rows
+    mask = pa.array(hit, pa.bool_())
+    code = int(ErrorCode.DUPLICATE_MESSAGE)
+    details = rows.column("error_detail").to_pylist()
+    for i, n in enumerate(line_nos):
+        if hit[i]:
+            details[i] = duplicates[n]
+    replaced = {
+        "verdict": pc.if_else(mask, "rejected", rows.column("verdict")),
+        "error_code": pc.if_else(mask, pa.scalar(code, pa.int32()), rows.column("error_code")),
+        "error_name": pc.if_else(mask, ERROR_NAMES[code], rows.column("error_name")),
+        "error_detail": pa.array(details, pa.string()),
+    }
+    for name, column in replaced.items():
+        rows = rows.set_column(rows.schema.get_field_index(name), name, column)
+    return rows
+
+
+def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
+                   batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over ``staged`` rows: read each staged file, apply the 2006
+    verdicts of its source file, write the ``messages`` Parquet files (partitioned by
+    ``event_date``) and yield one ``raw_file``-shaped row per data file written."""
+    from schemas.tables import MESSAGES_PARTITION
+
+    writer = PartitionedFileWriter(msg_root, table_arrow_schema("messages"),
+                                   list(MESSAGES_PARTITION),
+                                   file_prefix=f"part-{uuid.uuid4().hex[:12]}")
+    try:
+        for batch in batches:
+            for staged in batch.to_pylist():
+                filesystem, staged_path = resolve_filesystem(json.loads(staged["info"])["path"])
+                with filesystem.open_input_file(staged_path) as handle:
+                    rows = pa.ipc.open_file(handle).read_all()
+                rows = apply_duplicates(rows, duplicates.get(staged["source_file"], {}))
+                for part in rows.to_batches():
+                    writer.write(part)
+        written = writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    if written:
+        yield _rows_batch([
+            _row("message_file", lines=f.num_records, info=json.dumps(dataclasses.asdict(f)))
+            for f in written
+        ])
+
+
+def data_file(info: str) -> DataFile:
+    """The :class:`DataFile` a ``raw_file`` / ``message_file`` row describes."""
+    return DataFile(**json.loads(info))
+
+
+# -- Spark plumbing -----------------------------------------------------------------------------
+
+
+def landed_struct() -> StructType:
+    """:data:`LANDED_SCHEMA` as a Spark ``StructType``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(LANDED_SCHEMA)
+
+
+LAND_SOURCE_NAME = "snap_land"
+
+
+class SnapLandReader(SnapLinesReader):
+    """One task per file range; each lands its range (:func:`land_range`)."""
+
+    def __init__(self, paths: list[str], split_bytes: int, spec: LandSpec) -> None:
+        super().__init__(paths, spec.batch_rows, spec.max_batch_bytes, split_bytes)
+        self.spec = spec
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Land one range (nothing when there are no ranges: Spark still runs a task)."""
+        if partition is None:
+            return
+        if not isinstance(partition, FilePartition):
+            raise TypeError(f"expected a FilePartition, got {partition!r}")
+        yield from land_range(self.spec, partition.index, partition.path,
+                              partition.start, partition.end, partition.first_line)
+
+
+class SnapLandDataSource(DataSource):
+    """Python Data Source ``snap_land``: options ``paths`` (JSON list of files),
+    ``split_bytes`` and ``spec`` (:meth:`LandSpec.to_json`). Reading it lands the files
+    (side effects: uncommitted data files); its rows are :data:`LANDED_SCHEMA`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LAND_SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return landed_struct()
+
+    def reader(self, schema: StructType) -> SnapLandReader:
+        return SnapLandReader(json.loads(self.options["paths"]),
+                              int(self.options.get("split_bytes", "0")),
+                              LandSpec.from_json(self.options["spec"]))
