@@ -113,50 +113,62 @@ def check_columns(
     that has more cores than Spark gives it slots can use them (see bench/README.md).
     """
     with _gc_paused():
-        records = []
-        checks: list[Checked] = []
-        clock_missing: list[bool] = []
-        for raw, read_error in zip(raws, read_errors, strict=True):
-            record = parse_line(raw)
-            needs_clock = False
-            if read_error is not None:
-                checked = Checked.unreadable(read_error)
-            else:
-                try:
-                    checked = check_record(record, clock, max_drift=max_drift,
-                                           defer_verify=True)
-                except MissingReceiptTime as exc:
-                    needs_clock = True
-                    checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE),
-                                      pre_detail=str(exc))
-            records.append(record)
-            checks.append(checked)
-            clock_missing.append(needs_clock)
-        _verify_all(checks, verify_threads)
-        tasks = [_task_fields(c) for c in checks]
-        return {
-            "is_envelope": [r.is_envelope for r in records],
-            "source": [r.source for r in records],
-            "envelope_received_at": [r.received_at for r in records],
-            "received_at": [c.received_at for c in checks],
-            "msg_id": [c.msg_id for c in checks],
-            "version": [c.version for c in checks],
-            "sender": [c.sender for c in checks],
-            "recipient": [c.recipient for c in checks],
-            "msg_type": [c.msg_type for c in checks],
-            "method": [c.method for c in checks],
-            "timestamp": [c.timestamp for c in checks],
-            "has_sig": [c.has_sig for c in checks],
-            "canonical_payload": [c.canonical_payload for c in checks],
-            "task_id": [t[0] for t in tasks],
-            "context_id": [t[1] for t in tasks],
-            "task_state": [t[2] for t in tasks],
-            "pre_code": [c.pre_code for c in checks],
-            "pre_detail": [c.pre_detail or None for c in checks],
-            "auth_code": [c.auth_code for c in checks],
-            "auth_detail": [c.auth_detail or None for c in checks],
-            "needs_clock": clock_missing,
-        }
+        # The batch's parsed lines die when _check_batch returns, before the collector is
+        # back on; only the output lists (of untracked scalars) outlive it.
+        return _check_batch(raws, read_errors, clock, max_drift, verify_threads)
+
+
+def _check_batch(
+    raws: list[bytes | None],
+    read_errors: list[str | None],
+    clock: ReceiptClock,
+    max_drift: float,
+    verify_threads: int,
+) -> dict[str, list[Any]]:
+    records = []
+    checks: list[Checked] = []
+    clock_missing: list[bool] = []
+    for raw, read_error in zip(raws, read_errors, strict=True):
+        record = parse_line(raw)
+        needs_clock = False
+        if read_error is not None:
+            checked = Checked.unreadable(read_error)
+        else:
+            try:
+                checked = check_record(record, clock, max_drift=max_drift,
+                                       defer_verify=True)
+            except MissingReceiptTime as exc:
+                needs_clock = True
+                checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE),
+                                  pre_detail=str(exc))
+        records.append(record)
+        checks.append(checked)
+        clock_missing.append(needs_clock)
+    _verify_all(checks, verify_threads)
+    tasks = [_task_fields(c) for c in checks]
+    return {
+        "is_envelope": [r.is_envelope for r in records],
+        "source": [r.source for r in records],
+        "envelope_received_at": [r.received_at for r in records],
+        "received_at": [c.received_at for c in checks],
+        "msg_id": [c.msg_id for c in checks],
+        "version": [c.version for c in checks],
+        "sender": [c.sender for c in checks],
+        "recipient": [c.recipient for c in checks],
+        "msg_type": [c.msg_type for c in checks],
+        "method": [c.method for c in checks],
+        "timestamp": [c.timestamp for c in checks],
+        "has_sig": [c.has_sig for c in checks],
+        "canonical_payload": [c.canonical_payload for c in checks],
+        "task_id": [t[0] for t in tasks],
+        "context_id": [t[1] for t in tasks],
+        "task_state": [t[2] for t in tasks],
+        "pre_code": [c.pre_code for c in checks],
+        "pre_detail": [c.pre_detail or None for c in checks],
+        "auth_code": [c.auth_code for c in checks],
+        "auth_detail": [c.auth_detail or None for c in checks],
+        "needs_clock": clock_missing,
+    }
 
 
 def line_text(raws: list[bytes | None]) -> tuple[list[str | None], list[bytes | None]]:

@@ -58,6 +58,10 @@ def parse_line(raw: bytes | None) -> Record:
     except SnapError as exc:
         if not raw.strip():  # only failed lines pay for the copy
             return Record(error=InvalidMessage("empty line"), size=len(raw))
+        # Keep the verdict, not the raise: a traceback holds the caller's frames (and with
+        # them a whole batch of parsed lines) alive until the cyclic collector runs.
+        exc.__traceback__ = None
+        exc.__context__ = None
         return Record(error=exc, size=len(raw))
     if not is_envelope(value):
         return Record(message=value, size=len(raw))
