@@ -10,6 +10,8 @@ Measured in one run, on one generated corpus (default 200,000 lines, 10% attacks
                 no vectorization), to separate the two gains.
 4. job       -- jobs/verify_messages.py end to end (read, check, replay, two Delta tables)
                 on a warm session, lines per second of the whole run.
+5. no_spark  -- the job's per-line work (read, check, write both tables' files) in one
+                plain process per core, no Spark: the ceiling if Spark cost nothing.
 
 Every Spark measurement first runs on the corpus's first 200 lines (Python workers started,
 JVM warm), then runs ``--runs`` times and keeps the fastest; all timings are recorded.
@@ -191,6 +193,43 @@ def warmup_file(corpus: Path) -> Path:
 
 # ---- 4. the job -----------------------------------------------------------------------
 
+def _land_ranges(args: tuple[list[tuple[str, int, int | None, int]], str]) -> None:
+    """Land some ranges of one file in this process (as Spark tasks would, minus Spark)."""
+    from snap_spark.pipeline.land import LandSpec, land_range
+
+    ranges, out = args
+    path = ranges[0][0]
+    spec = LandSpec(ingest_id="b" * 32, ingest_time_us=int(time.time() * 1e6),
+                    file_keys={path: "bench"}, raw_keys=frozenset(["bench"]),
+                    msg_keys=frozenset(["bench"]), raw_root=f"{out}/raw",
+                    staging=f"{out}/staging", clock_spec="message")
+    for index, (p, start, end, first) in enumerate(ranges):
+        for _batch in land_range(spec, index, p, start, end, first):
+            pass
+
+
+def measure_ceiling(corpus: Path, cores: int) -> dict[str, Any]:
+    """The job's own per-line work (read, check, write both tables' files) with one plain
+    process per core and no Spark: what the job could reach if Spark cost nothing."""
+    from snap_spark.lines import plan_line_ranges
+
+    ranges = [(r.path, r.start, r.end, r.first_line)
+              for r in plan_line_ranges(str(corpus), 4 * 1024 * 1024)]
+    chunks = [ranges[i::cores] for i in range(cores)]
+    walls = []
+    with mp.get_context("fork").Pool(cores) as pool:
+        for _ in range(3):
+            out = tempfile.mkdtemp(prefix="snap-bench-ceiling-")
+            started = time.perf_counter()
+            pool.map(_land_ranges, [(c, out) for c in chunks])
+            walls.append(time.perf_counter() - started)
+            shutil.rmtree(out, ignore_errors=True)
+    lines = sum(1 for _ in corpus.open("rb"))
+    wall = min(walls)
+    return {"lines": lines, "seconds": wall, "per_second": lines / wall,
+            "all_seconds": [round(w, 2) for w in walls]}
+
+
 def measure_job(spark: Any, corpus: Path, runs: int) -> dict[str, Any]:
     from snap_spark.pipeline.job import run
 
@@ -220,15 +259,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--skip-naive", action="store_true", help="skip the slow naive UDF")
-    parser.add_argument("--runs", type=int, default=2,
-                        help="timed runs per Spark measurement, fastest kept (default 2)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="timed runs per Spark measurement, fastest kept (default 3)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     corpus = ROOT / "bench" / "out" / f"corpus-{args.messages}-{args.seed}.jsonl"
     print(f"[bench] corpus {corpus.name}: generating if absent", flush=True)
     make_corpus(corpus, args.messages, args.seed)
 
-    print(f"[bench] 1/4 libsecp256k1 verify floor on {cores} cores", flush=True)
+    print(f"[bench] 1/5 libsecp256k1 verify floor on {cores} cores", flush=True)
     floor = measure_floor(corpus, cores)
     print(f"        {floor['per_second']:,.0f} verifies/s", flush=True)
 
@@ -239,22 +278,26 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     results: dict[str, Any] = {"floor": floor}
     if not args.skip_naive:
-        print("[bench] 2/4 row-at-a-time UDF, naive libraries", flush=True)
+        print("[bench] 2/5 row-at-a-time UDF, naive libraries", flush=True)
         results["row_udf"] = measure_row_udf(spark, corpus, naive_verify, binary=False,
                                              runs=args.runs)
         print(f"        {results['row_udf']['per_second']:,.0f} lines/s", flush=True)
-    print("[bench] 3/4 row-at-a-time UDF over snap-spark's core", flush=True)
+    print("[bench] 3/5 row-at-a-time UDF over snap-spark's core", flush=True)
     results["row_core"] = measure_row_udf(spark, corpus, core_verify, binary=True,
                                           runs=args.runs)
     print(f"        {results['row_core']['per_second']:,.0f} lines/s", flush=True)
-    print("[bench] 4/4 jobs/verify_messages.py end to end (warm session)", flush=True)
+    print("[bench] 4/5 jobs/verify_messages.py end to end (warm session)", flush=True)
     results["job"] = measure_job(spark, corpus, args.runs)
     print(f"        {results['job']['per_second']:,.0f} lines/s", flush=True)
     spark.stop()
+    print(f"[bench] 5/5 the job's per-line work without Spark ({cores} processes)", flush=True)
+    results["no_spark"] = measure_ceiling(corpus, cores)
+    print(f"        {results['no_spark']['per_second']:,.0f} lines/s", flush=True)
 
     job_rate = results["job"]["per_second"]
     ratios = {"job_vs_floor": job_rate / floor["per_second"],
-              "job_vs_row_core": job_rate / results["row_core"]["per_second"]}
+              "job_vs_row_core": job_rate / results["row_core"]["per_second"],
+              "job_vs_no_spark": job_rate / results["no_spark"]["per_second"]}
     if "row_udf" in results:
         ratios["job_vs_row_udf"] = job_rate / results["row_udf"]["per_second"]
     report = {
@@ -269,7 +312,7 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print("\n[bench] lines (or verifies) per second, same corpus, same run:")
     print(f"  floor (libsecp256k1, {cores} cores)   {floor['per_second']:>10,.0f}")
-    for name in ("row_udf", "row_core", "job"):
+    for name in ("row_udf", "row_core", "job", "no_spark"):
         if name in results:
             print(f"  {name:<34}{results[name]['per_second']:>10,.0f}")
     for name, value in ratios.items():

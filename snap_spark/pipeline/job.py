@@ -244,10 +244,10 @@ def run(
     from snap_spark.pipeline.land import (
         LAND_SOURCE_NAME,
         LandSpec,
-        SnapLandDataSource,
         data_file,
         fold_landed,
         landed_struct,
+        register_land_source,
         write_messages,
     )
     from snap_spark.pipeline.source import list_input_files, plan_input
@@ -293,7 +293,7 @@ def run(
     )
     existed = [p for p in (lake_dir, raw_path, msg_path) if os.path.exists(p)]
     _, split_bytes = plan_input(spark, todo, None)
-    spark.dataSource.register(SnapLandDataSource)
+    register_land_source(spark)
     landed_df = (
         spark.read.format(LAND_SOURCE_NAME)
         .option("paths", json.dumps(todo))
@@ -314,7 +314,7 @@ def run(
         uncommitted.append((raw_root, landed.raw_files))
         result.lines_read = sum(landed.lines.values())
         log(f"stage 2/4 read, checked and wrote {result.lines_read} lines from {len(todo)} "
-            f"files ({landed.replays} replays found)")
+            f"files ({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
         if landed.bare:
             raise MissingReceiptTime(
                 "input has bare message lines (no envelope received_at): choose their "
@@ -329,7 +329,8 @@ def run(
             else:
                 delete_data_files(raw_root, landed.raw_files)
             uncommitted.clear()
-        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows")
+        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
+            f"[{time.monotonic() - started:.1f}s]")
 
         if msg_keys:
             staged = spark.createDataFrame(landed.staged, "source_file string, info string")
@@ -345,7 +346,8 @@ def run(
             else:
                 delete_data_files(msg_root, msg_files)
             uncommitted.clear()
-        log(f"stage 4/4 messages: +{result.message_rows_written} rows")
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows "
+            f"[{time.monotonic() - started:.1f}s]")
     except BaseException:
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,8 +43,8 @@ from pyspark.sql.types import StructType
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, resolve_filesystem
 from snap_spark.pipeline.source import FilePartition, SnapLinesReader, iter_line_batches
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
-from snap_spark.protocol.replay import resolve
-from snap_spark.protocol.validate import Checked, ReceiptClock
+from snap_spark.protocol.replay import replayed_rows
+from snap_spark.protocol.validate import ReceiptClock
 from udfs.verify import check_columns, line_text
 
 #: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
@@ -132,8 +133,8 @@ def _seconds_to_ts(seconds: pa.Array) -> pa.Array:
     values = pc.cast(seconds, pa.float64())
     inside = pc.and_(pc.greater_equal(values, 0.0),
                      pc.less_equal(values, float(MAX_TIMESTAMP_SECONDS)))
-    micros = pc.cast(pc.trunc(pc.multiply(values, 1_000_000.0)), pa.int64())
-    return pc.cast(pc.if_else(inside, micros, None), _TS)
+    kept = pc.if_else(inside, values, pa.scalar(None, pa.float64()))
+    return pc.cast(pc.cast(pc.trunc(pc.multiply(kept, 1_000_000.0)), pa.int64()), _TS)
 
 
 def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
@@ -350,17 +351,11 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
     if not candidates:
         return
     cols = pa.Table.from_batches(candidates).to_pydict()
-    items = [
-        Checked(sender=sender, msg_id=msg_id, received_at=float(received_at),
-                auth_code=code, auth_detail="")
-        for sender, msg_id, received_at, code in zip(
-            cols["sender"], cols["msg_id"], cols["received_at"], cols["code"], strict=True)
-    ]
     rows = [
         _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
-             code=code, prior_code=cols["code"][i], info=detail)
-        for i, (code, detail) in enumerate(resolve(items, window))
-        if code == ErrorCode.DUPLICATE_MESSAGE
+             code=int(ErrorCode.DUPLICATE_MESSAGE), prior_code=cols["code"][i], info=detail)
+        for i, detail in replayed_rows(cols["sender"], cols["msg_id"], cols["received_at"],
+                                       cols["code"], window)
     ]
     if rows:
         yield _rows_batch(rows)
@@ -441,6 +436,15 @@ def landed_struct() -> StructType:
 
 
 LAND_SOURCE_NAME = "snap_land"
+
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def register_land_source(spark: Any) -> None:
+    """Register ``snap_land`` with ``spark`` once (registering again only logs a warning)."""
+    if spark not in _registered:
+        spark.dataSource.register(SnapLandDataSource)
+        _registered.add(spark)
 
 
 class SnapLandReader(SnapLinesReader):

@@ -1,12 +1,12 @@
 """The batch verification pipeline: NDJSON archives → ``raw_messages`` and ``messages``.
 
-Data flow (each step a DataFrame transform)::
+DataFrame transforms for notebooks and tests: verdicts of lines as a DataFrame, without
+writing tables (the batch job itself lands files directly: :mod:`snap_spark.pipeline.land`)::
 
-    read_lines → check (mapInArrow over udfs.verify) → resolve_replay → to_messages
-                                                                   ↘ to_raw_messages
+    read_lines → check (mapInArrow over udfs.verify) → resolve_replay
 
-Every input line becomes one row of each table; the verdict of each line equals
-``snap-spark check`` on the same file (same protocol code, same replay fold).
+The verdict of each line equals ``snap-spark check`` on the same file (same protocol code,
+same replay fold).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     IntegerType,
@@ -27,9 +27,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
-from snap_spark.protocol.replay import resolve
-from snap_spark.protocol.validate import Checked
+from snap_spark.protocol.errors import ErrorCode
+from snap_spark.protocol.replay import replayed_rows
 from udfs.verify import CHECKED_SCHEMA, check_batches
 
 
@@ -108,21 +107,14 @@ def _fold_partition(window: float, batches: Iterator[pa.RecordBatch]
     if table.num_rows == 0:
         return
     cols = table.to_pydict()
-    items = [
-        Checked(sender=sender, msg_id=msg_id, received_at=float(received_at),
-                auth_code=auth_code, auth_detail="")
-        for sender, msg_id, received_at, auth_code in zip(
-            cols["sender"], cols["msg_id"], cols["received_at"], cols["auth_code"],
-            strict=True)
-    ]
     out: dict[str, list[Any]] = {f.name: [] for f in _REPLAY_OUT.fields}
-    for i, (code, detail) in enumerate(resolve(items, window)):
-        if code == ErrorCode.DUPLICATE_MESSAGE:
-            out["source_file"].append(cols["source_file"][i])
-            out["line_no"].append(cols["line_no"][i])
-            out["replay_code"].append(code)
-            out["replay_detail"].append(detail)
-            out["prior_code"].append(cols["auth_code"][i])
+    for i, detail in replayed_rows(cols["sender"], cols["msg_id"], cols["received_at"],
+                                   cols["auth_code"], window):
+        out["source_file"].append(cols["source_file"][i])
+        out["line_no"].append(cols["line_no"][i])
+        out["replay_code"].append(int(ErrorCode.DUPLICATE_MESSAGE))
+        out["replay_detail"].append(detail)
+        out["prior_code"].append(cols["auth_code"][i])
     if out["line_no"]:
         yield pa.RecordBatch.from_pydict(out, schema=_REPLAY_ARROW)
 
@@ -177,66 +169,3 @@ def resolve_replay(settings: VerifySettings) -> Any:
         return checked.transform(apply_duplicates(checked.transform(find_duplicates(settings))))
 
     return step
-
-
-def _unix_to_ts(col: Column) -> Column:
-    return F.timestamp_micros((col * F.lit(1_000_000)).cast("long"))
-
-
-def _error_name(col: Column) -> Column:
-    mapping = F.create_map(*[x for code, name in ERROR_NAMES.items()
-                             for x in (F.lit(code), F.lit(name))])
-    return mapping[col]
-
-
-def to_messages(ingest_id: str, ingest_time_us: int) -> Any:
-    """Transform: resolved checks → rows of the ``messages`` table (schemas.tables.MESSAGES)."""
-    from schemas.tables import MESSAGES
-
-    def step(resolved: DataFrame) -> DataFrame:
-        ingest_time = F.timestamp_micros(F.lit(ingest_time_us))
-        event_time = F.timestamp_seconds(F.col("timestamp"))
-        received_time = _unix_to_ts(F.col("received_at"))
-        out = resolved.select(
-            F.lit(ingest_id).alias("ingest_id"),
-            ingest_time.alias("ingest_time"),
-            "source_file", "file_key", "line_no", "msg_id", "version", "sender", "recipient",
-            "msg_type", "method", "timestamp",
-            event_time.alias("event_time"),
-            "received_at",
-            received_time.alias("received_time"),
-            F.coalesce(F.to_date(received_time), F.to_date(event_time), F.to_date(ingest_time))
-            .alias("event_date"),
-            "task_id", "context_id", "task_state", "has_sig", "canonical_payload",
-            F.when(F.col("error_code").isNull(), F.lit("valid")).otherwise(F.lit("rejected"))
-            .alias("verdict"),
-            "error_code",
-            _error_name(F.col("error_code")).alias("error_name"),
-            "error_detail",
-        )
-        return _conform(out, MESSAGES)
-
-    return step
-
-
-def to_raw_messages(ingest_id: str, ingest_time_us: int) -> Any:
-    """Transform: checks → rows of ``raw_messages`` (schemas.tables.RAW_MESSAGES)."""
-    from schemas.tables import RAW_MESSAGES
-
-    def step(checked: DataFrame) -> DataFrame:
-        out = checked.select(
-            F.lit(ingest_id).alias("ingest_id"),
-            F.timestamp_micros(F.lit(ingest_time_us)).alias("ingest_time"),
-            "source_file", "file_key", "line_no", "byte_len", "raw_text", "raw_bytes", "read_error",
-            "is_envelope", "source",
-            F.col("envelope_received_at").alias("received_at"),
-            _unix_to_ts(F.col("envelope_received_at")).alias("received_time"),
-        )
-        return _conform(out, RAW_MESSAGES)
-
-    return step
-
-
-def _conform(df: DataFrame, schema: StructType) -> DataFrame:
-    """Cast to the declared schema (names, order, types); nullability is the table's."""
-    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

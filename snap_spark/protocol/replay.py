@@ -95,3 +95,30 @@ def resolve(
         elif item.auth_code is None:
             store.accept(item.sender, item.msg_id, item.received_at)
     return results
+
+
+def replayed_rows(
+    senders: Sequence[str],
+    msg_ids: Sequence[str],
+    received: Sequence[float],
+    auth_codes: Sequence[int | None],
+    window: float = DEFAULT_WINDOW,
+) -> list[tuple[int, str]]:
+    """``(row index, detail)`` of the rows :func:`resolve` turns into 2006, for columns of
+    messages that passed checks 1-5 (``auth_codes``: their check-7/8 code), given in input
+    order. The columnar form the Spark folds use.
+
+    Examples:
+        >>> replayed_rows(["a", "a", "a"], ["m", "m", "m"], [10.0, 20.0, 200.0],
+        ...               [None, None, None])
+        [(1, 'same (from, id) accepted 10s earlier (receipt time 10, window 120s)')]
+    """
+    items = [
+        Checked(sender=sender, msg_id=msg_id, received_at=float(at), auth_code=code)
+        for sender, msg_id, at, code in zip(senders, msg_ids, received, auth_codes, strict=True)
+    ]
+    return [
+        (i, detail)
+        for i, (code, detail) in enumerate(resolve(items, window))
+        if code == ErrorCode.DUPLICATE_MESSAGE
+    ]
