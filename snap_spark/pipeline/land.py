@@ -41,7 +41,12 @@ from pyspark.sql.datasource import DataSource, InputPartition
 from pyspark.sql.types import StructType
 
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, resolve_filesystem
-from snap_spark.pipeline.source import FilePartition, SnapLinesReader, iter_line_batches
+from snap_spark.pipeline.source import (
+    FilePartition,
+    SnapLinesReader,
+    iter_line_lists,
+    lines_batch,
+)
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.replay import replayed_rows
 from snap_spark.protocol.validate import ReceiptClock
@@ -141,10 +146,23 @@ def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=type_), count)
 
 
-def raw_rows(spec: LandSpec, lines: pa.RecordBatch, cols: Mapping[str, list[Any]],
-             texts: list[str | None], exact: list[bytes | None]) -> pa.RecordBatch:
-    """``raw_messages`` rows of one batch of lines (see ``schemas.tables.RAW_MESSAGES``)."""
+def _raw_text(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Array]:
+    """``(raw_text, raw_bytes)`` columns: the text of each line, and its exact bytes only when
+    it is not valid UTF-8 (Arrow validates a whole batch at once; Python decodes per line
+    only for a batch that has such a line)."""
+    try:
+        return raw.cast(pa.string()), pa.nulls(len(raw), pa.binary())
+    except pa.ArrowInvalid:
+        texts, exact = line_text(raws)
+        return pa.array(texts, pa.string()), pa.array(exact, pa.binary())
+
+
+def raw_rows(spec: LandSpec, lines: pa.RecordBatch, raws: list[bytes | None],
+             cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
+    """``raw_messages`` rows of one batch of lines (see ``schemas.tables.RAW_MESSAGES``);
+    ``raws`` are the lines' bytes (the ``raw`` column as Python objects)."""
     n = lines.num_rows
+    text, exact = _raw_text(lines.column("raw"), raws)
     path = lines.column("source_file")[0].as_py() if n else ""
     envelope_at = pa.array(cols["envelope_received_at"], pa.float64())
     return pa.RecordBatch.from_arrays([
@@ -154,8 +172,8 @@ def raw_rows(spec: LandSpec, lines: pa.RecordBatch, cols: Mapping[str, list[Any]
         _constant(spec.file_keys[path] if n else "", pa.string(), n),
         lines.column("line_no"),
         pc.cast(pc.fill_null(lines.column("byte_len"), 0), pa.int64()),
-        pa.array(texts, pa.string()),
-        pa.array(exact, pa.binary()),
+        text,
+        exact,
         lines.column("read_error"),
         pa.array(cols["is_envelope"], pa.bool_()),
         pa.array(cols["source"], pa.string()),
@@ -270,11 +288,12 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
             out.staged_path = f"{root}/messages-{tag}.arrow"
             out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
             out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
-        for lines in iter_line_batches(path, spec.batch_rows, spec.max_batch_bytes,
-                                       start=start, end=end, first_line=first_line):
-            raws = lines.column("raw").to_pylist()
-            errors = lines.column("read_error").to_pylist()
-            cols = check_columns(raws, errors, clock, spec.max_drift, spec.verify_threads)
+        for line_nos, raws, errors in iter_line_lists(
+                path, spec.batch_rows, spec.max_batch_bytes, start=start, end=end,
+                first_line=first_line):
+            lines = lines_batch(path, line_nos, raws, errors)
+            cols = check_columns(raws, errors or [None] * len(raws), clock, spec.max_drift,
+                                 spec.verify_threads)
             if any(cols["needs_clock"]):
                 out.discard()
                 yield _rows_batch([_row("bare", source_file=path, file_key=key,
@@ -283,8 +302,7 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
             for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True):
                 counts[pre if pre is not None else auth] += 1
             if out.raw is not None:
-                texts, exact = line_text(raws)
-                out.raw.write(raw_rows(spec, lines, cols, texts, exact))
+                out.raw.write(raw_rows(spec, lines, raws, cols))
             if out.staged is not None:
                 out.staged.write_batch(message_rows(spec, lines, cols))
                 out.staged_rows += lines.num_rows
@@ -350,7 +368,10 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
             candidates.append(chosen)
     if not candidates:
         return
-    cols = pa.Table.from_batches(candidates).to_pydict()
+    table = _repeated_keys(pa.Table.from_batches(candidates))
+    if table.num_rows == 0:
+        return
+    cols = table.to_pydict()
     rows = [
         _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
              code=int(ErrorCode.DUPLICATE_MESSAGE), prior_code=cols["code"][i], info=detail)
@@ -359,6 +380,19 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
     ]
     if rows:
         yield _rows_batch(rows)
+
+
+def _repeated_keys(table: pa.Table) -> pa.Table:
+    """The rows whose ``(sender, msg_id)`` occurs more than once, in their order: a message
+    seen once can be neither a replay nor the original of one (cheap Arrow filter, so only
+    the rare repeats are folded in Python)."""
+    key = pc.binary_join_element_wise(table.column("sender"), table.column("msg_id"), "\n")
+    counts = pa.table({"key": key}).group_by("key", use_threads=False).aggregate(
+        [([], "count_all")])
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("key")
+    if len(repeated) == 0:
+        return table.slice(0, 0)
+    return table.filter(pc.is_in(key, value_set=repeated.combine_chunks()))
 
 
 # -- final messages files (executor) -----------------------------------------------------------
@@ -404,11 +438,13 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
         for batch in batches:
             for staged in batch.to_pylist():
                 filesystem, staged_path = resolve_filesystem(json.loads(staged["info"])["path"])
+                replayed = duplicates.get(staged["source_file"], {})
                 with filesystem.open_input_file(staged_path) as handle:
-                    rows = pa.ipc.open_file(handle).read_all()
-                rows = apply_duplicates(rows, duplicates.get(staged["source_file"], {}))
-                for part in rows.to_batches():
-                    writer.write(part)
+                    reader = pa.ipc.open_file(handle)
+                    for i in range(reader.num_record_batches):  # one batch in memory at a time
+                        rows = pa.Table.from_batches([reader.get_batch(i)])
+                        for part in apply_duplicates(rows, replayed).to_batches():
+                            writer.write(part)
         written = writer.close()
     except BaseException:
         writer.discard()

@@ -119,13 +119,13 @@ _ARROW_SCHEMA = pa.schema(
 # --------------------------------------------------------------------------------------
 
 
-def _to_record_batch(
+def lines_batch(
     path: str,
     line_nos: list[int],
     raws: list[bytes | None],
     errors: list[str | None] | None,
 ) -> pa.RecordBatch:
-    """Build one record batch of :data:`_ARROW_SCHEMA`; ``errors=None`` means no errors."""
+    """One record batch of :data:`LINES_SCHEMA` (Arrow); ``errors=None`` means no errors."""
     count = len(raws)
     raw_array = pa.array(raws, type=pa.binary())
     return pa.RecordBatch.from_arrays(
@@ -142,7 +142,7 @@ def _to_record_batch(
     )
 
 
-def iter_line_batches(
+def iter_line_lists(
     path: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     max_batch_bytes: int = MAX_BATCH_BYTES,
@@ -150,17 +150,9 @@ def iter_line_batches(
     start: int = 0,
     end: int | None = None,
     first_line: int = 1,
-) -> Iterator[pa.RecordBatch]:
-    """Yield the lines of one file as Arrow record batches in line order.
-
-    A batch closes at ``batch_rows`` lines or once it holds ``max_batch_bytes`` of ``raw``,
-    whichever comes first. A line too long for a Spark binary cell (over
-    :data:`MAX_SPARK_BINARY_BYTES`) becomes a ``raw = None`` row with a ``read_error``
-    instead of failing the task; its line number is kept, so later numbers stay exact.
-
-    Examples:
-        >>> batches = iter_line_batches("/data/a.jsonl", batch_rows=1000)  # doctest: +SKIP
-    """
+) -> Iterator[tuple[list[int], list[bytes | None], list[str | None] | None]]:
+    """The batches of :func:`iter_line_batches` as Python lists ``(line_nos, raws,
+    errors)``; ``errors`` is ``None`` when no line of the batch has one."""
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     max_line_bytes = MAX_SPARK_BINARY_BYTES
@@ -184,10 +176,34 @@ def iter_line_batches(
             errors.append(error)
         batch_bytes += size
         if len(raws) >= batch_rows or batch_bytes >= max_batch_bytes:
-            yield _to_record_batch(path, line_nos, raws, errors)
+            yield line_nos, raws, errors
             line_nos, raws, errors, batch_bytes = [], [], None, 0
     if raws:
-        yield _to_record_batch(path, line_nos, raws, errors)
+        yield line_nos, raws, errors
+
+
+def iter_line_batches(
+    path: str,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    first_line: int = 1,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the lines of one file as Arrow record batches in line order.
+
+    A batch closes at ``batch_rows`` lines or once it holds ``max_batch_bytes`` of ``raw``,
+    whichever comes first. A line too long for a Spark binary cell (over
+    :data:`MAX_SPARK_BINARY_BYTES`) becomes a ``raw = None`` row with a ``read_error``
+    instead of failing the task; its line number is kept, so later numbers stay exact.
+
+    Examples:
+        >>> batches = iter_line_batches("/data/a.jsonl", batch_rows=1000)  # doctest: +SKIP
+    """
+    for line_nos, raws, errors in iter_line_lists(path, batch_rows, max_batch_bytes,
+                                                  start=start, end=end, first_line=first_line):
+        yield lines_batch(path, line_nos, raws, errors)
 
 
 # --------------------------------------------------------------------------------------
