@@ -31,7 +31,7 @@ import uuid
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -244,14 +244,15 @@ class _Outputs:
     staged_sink: Any = None
     staged_rows: int = 0
     filesystem: pafs.FileSystem | None = None
-    done: list[pa.RecordBatch] = field(default_factory=list)
 
     def discard(self) -> None:
-        if self.raw is not None:
-            self.raw.discard()
-        if self.staged is not None:
+        """Delete everything written so far (safe to call twice)."""
+        raw, staged, self.raw, self.staged = self.raw, self.staged, None, None
+        if raw is not None:
+            raw.discard()
+        if staged is not None:
             try:
-                self.staged.close()
+                staged.close()
                 self.staged_sink.close()
             finally:
                 if self.filesystem is not None and self.staged_path is not None:
