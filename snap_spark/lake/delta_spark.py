@@ -229,14 +229,20 @@ class DeltaSparkLake:
     ) -> bool:
         """Append the rows of staged Parquet files through Delta's writer (delta-spark has
         no public API to adopt files in place); see :meth:`Lake.add_files`."""
-        paths = [f"{root.rstrip('/')}/{f.path}" for f in files]
-        if paths:
-            df = (spark.read.schema(schema).option("basePath", root).parquet(*paths)
-                  .select(*schema.fieldNames()))
-        else:
-            df = spark.createDataFrame([], schema)
-        return self.append(df, path, app_id=app_id, version=version,
-                           partition_by=partition_by)
+        return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
+                           version=version, partition_by=partition_by)
+
+
+def staged_frame(
+    spark: SparkSession, root: str, files: Sequence[DataFile], schema: StructType
+) -> DataFrame:
+    """The rows of Parquet files written under ``root`` (Hive-style partition folders), as a
+    DataFrame with ``schema``'s columns in order; empty when there are no files."""
+    paths = [f"{root.rstrip('/')}/{f.path}" for f in files]
+    if not paths:
+        return spark.createDataFrame([], schema)
+    return (spark.read.schema(schema).option("basePath", root).parquet(*paths)
+            .select(*schema.fieldNames()))
 
 
 def _latest_version(spark: SparkSession, path: str) -> int:

@@ -56,3 +56,33 @@ def test_txn_version_reads_any_delta_table(spark: SparkSession, tmp_path: Path) 
     assert DeltaRsLake().append(spark.range(3), path, app_id="q", version=5)
     assert DeltaSparkLake(spark).txn_version(path, "q") == 5
     assert DeltaSparkLake(spark).txn_version(path, "other") is None
+
+
+def test_staged_files_read_back_as_the_rows_delta_spark_appends(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """What ``DeltaSparkLake.add_files`` hands to Delta's writer: the landed rows, partition
+    column included, in the table's column order (the append itself needs Delta's JARs)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from schemas.tables import MESSAGES
+    from snap_spark.lake.delta_spark import staged_frame
+    from snap_spark.lake.files import PartitionedFileWriter
+    from snap_spark.pipeline.land import table_arrow_schema
+
+    schema = table_arrow_schema("messages")
+    rows = [{**{f.name: None for f in schema}, "ingest_id": "i", "source_file": "f",
+             "file_key": "k", "line_no": n, "has_sig": False, "verdict": "valid",
+             "event_date": dt.date(2026, 2, 4 + n % 2)}
+            for n in range(1, 6)]
+    writer = PartitionedFileWriter(str(tmp_path), schema, ["event_date"])
+    writer.write(pa.RecordBatch.from_pylist(rows, schema=schema))
+    files = writer.close()
+    assert len(files) == 2
+    df = staged_frame(spark, str(tmp_path), files, MESSAGES)
+    assert df.columns == MESSAGES.fieldNames()
+    got = sorted((r["line_no"], r["event_date"]) for r in df.collect())
+    assert got == [(r["line_no"], r["event_date"]) for r in rows]
+    assert staged_frame(spark, str(tmp_path), [], MESSAGES).count() == 0
