@@ -143,6 +143,36 @@ def test_new_file_in_folder_is_the_only_one_ingested(
         ("one.jsonl", 1, None), ("two.ndjson", 1, None), ("two.ndjson", 2, 1003)]
 
 
+def test_a_run_that_dies_between_the_commits_is_completed_by_the_next(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snap_spark.lake import DeltaRsLake, LakeError
+
+    path = tmp_path / "in.jsonl"
+    lines = [envelope(signed(id=f"m{i}")) for i in range(5)] + [envelope(signed(id="m0"))]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    lake = tmp_path / "lake"
+    real_add = DeltaRsLake.add_files
+
+    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
+        if table_path.endswith("messages") and "raw_" not in table_path:
+            raise LakeError("disk full")  # the driver dies before the second commit
+        return real_add(self, spark_, table_path, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaRsLake, "add_files", failing_add)
+    with pytest.raises(LakeError):
+        run(spark, [str(path)], str(lake))
+    assert len(table(lake, "raw_messages")) == len(lines)
+    assert not (lake / "messages").exists()  # its written files were deleted
+    assert not (lake / "_staging").exists()
+
+    monkeypatch.setattr(DeltaRsLake, "add_files", real_add)
+    healed = run(spark, [str(path)], str(lake))
+    assert (healed.raw_rows_written, healed.message_rows_written) == (0, len(lines))
+    assert healed.counts == {None: 5, 2006: 1}
+    assert len(table(lake, "raw_messages")) == len(table(lake, "messages")) == len(lines)
+
+
 def test_bad_input_is_rejected_never_lost(spark: Any, tmp_path: Path) -> None:
     deep = b"[" * 10_000 + b"]" * 10_000
     big = envelope(message(payload={"t": "x" * (12 * 1024 * 1024)}))
