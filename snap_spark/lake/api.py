@@ -94,6 +94,11 @@ class Lake(Protocol):
         """True when ``path`` holds a Delta table."""
         ...
 
+    def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
+        """The distinct values of one column of the table's latest version (empty set when
+        there is no table), e.g. the ingest keys a table already holds."""
+        ...
+
     def data_root(self, path: str, staging: str) -> str:
         """Folder where executors write Parquet files meant for :meth:`add_files` to table
         ``path``; ``staging`` is a scratch folder of the run, deleted afterwards."""

@@ -473,6 +473,24 @@ class DeltaRsLake:
 
         return bool(DeltaTable.is_deltatable(table_uri(path)))
 
+    def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
+        """Distinct values of ``column`` read by delta-rs's own engine on the driver (one
+        column, no Spark job); see :meth:`Lake.distinct_values`.
+
+        Examples:
+            >>> DeltaRsLake().distinct_values(None, "/nowhere/at/all", "file_key")
+            set()
+        """
+        import pyarrow as pa
+        from deltalake import QueryBuilder
+
+        table = open_table(table_uri(path))
+        if table is None:
+            return set()
+        name = '"' + column.replace('"', '""') + '"'
+        result = QueryBuilder().register("t", table).execute(f"select distinct {name} from t")
+        return set(pa.table(result.read_all()).column(0).to_pylist())
+
     def data_root(self, path: str, staging: str) -> str:
         """The table folder itself: :meth:`add_files` commits the files where they are."""
         return table_uri(path)

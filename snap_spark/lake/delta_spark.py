@@ -210,6 +210,13 @@ class DeltaSparkLake:
         return bool(DeltaTable.isDeltaTable(self.spark, path))
 
 
+    def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
+        """Distinct values of ``column`` through Spark; see :meth:`Lake.distinct_values`."""
+        if not self.exists(path):
+            return set()
+        rows = self.read(spark, path).select(column).distinct().collect()
+        return {row[0] for row in rows}
+
     def data_root(self, path: str, staging: str) -> str:
         """A folder under ``staging``: Delta's own writer copies the files into the table."""
         name = path.rstrip("/").rsplit("/", 1)[-1] or "table"

@@ -151,14 +151,6 @@ def auto_verify_threads(spark: Any) -> int:
     return max(1, task_cpus)
 
 
-def _ingested_keys(spark: Any, lake: Any, path: str) -> set[str]:
-    """File keys already present in a table (empty when the table does not exist yet)."""
-    if not lake.exists(path):
-        return set()
-    rows = lake.read(spark, path).select("file_key").distinct().collect()
-    return {row[0] for row in rows}
-
-
 @dataclass
 class _Landed:
     """What the landing pass reported to the driver (see :mod:`snap_spark.pipeline.land`)."""
@@ -264,8 +256,8 @@ def run(
         raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
     keys = {path: file_key(path) for path in files}
     result.files_seen = len(files)
-    done_raw = _ingested_keys(spark, lake, raw_path)
-    done_msg = _ingested_keys(spark, lake, msg_path)
+    done_raw = lake.distinct_values(spark, raw_path, "file_key")
+    done_msg = lake.distinct_values(spark, msg_path, "file_key")
     todo = [p for p in files if keys[p] not in done_raw or keys[p] not in done_msg]
     log(f"stage 1/4 inputs: {len(files)} files ({len(files) - len(todo)} already ingested) "
         f"lake={lake_dir} backend={lake.name}")

@@ -344,3 +344,15 @@ def test_refuses_streaming_frames_and_missing_tables(
         lake.read(spark, str(tmp_path / "absent"))
     with pytest.raises(LakeError, match="no Delta table"):
         lake.history(str(tmp_path / "absent"))
+
+
+def test_distinct_values_of_a_column(spark: SparkSession, lake: DeltaRsLake,
+                                     tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    assert lake.distinct_values(spark, path, "sender") == set()  # no table yet
+    lake.append(messages(spark, range(12), day=None), path, app_id="a", version=1,
+                partition_by=["day"])
+    expected = {r["sender"] for r in messages(spark, range(12)).collect()}
+    assert None in expected and len(expected) == 4
+    assert lake.distinct_values(spark, path, "sender") == expected
+    assert lake.distinct_values(spark, path, "day") == {DAY1, DAY2}  # a partition column
