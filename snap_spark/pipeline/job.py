@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import sys
 import time
@@ -233,13 +232,13 @@ def run(
     from snap_spark.lake import get_lake
     from snap_spark.lake.common import table_uri
     from snap_spark.lake.files import delete_data_files
+    from snap_spark.lines import plan_line_ranges
     from snap_spark.pipeline.land import (
-        LAND_SOURCE_NAME,
         LandSpec,
         data_file,
         fold_landed,
+        land_ranges,
         landed_struct,
-        register_land_source,
         write_messages,
     )
     from snap_spark.pipeline.source import list_input_files, plan_input
@@ -285,14 +284,9 @@ def run(
     )
     existed = [p for p in (lake_dir, raw_path, msg_path) if os.path.exists(p)]
     _, split_bytes = plan_input(spark, todo, None)
-    register_land_source(spark)
-    landed_df = (
-        spark.read.format(LAND_SOURCE_NAME)
-        .option("paths", json.dumps(todo))
-        .option("split_bytes", str(split_bytes))
-        .option("spec", spec.to_json())
-        .load()
-    )
+    ranges = [r for path in todo for r in plan_line_ranges(path, split_bytes)]
+    landed_df = spark.range(len(ranges), numPartitions=len(ranges)).mapInArrow(
+        functools.partial(land_ranges, spec, ranges), landed_struct())
     uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.

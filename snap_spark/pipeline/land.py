@@ -1,8 +1,9 @@
 """Check input lines and write their table files in the same pass (the batch job's engine).
 
-Each Spark task owns one file range (:class:`~snap_spark.pipeline.source.FilePartition`). It
-reads the range in Arrow batches, runs every stateless check (:mod:`udfs.verify`, which
-calls :mod:`snap_spark.protocol`), and writes, without sending the lines back to the JVM:
+Each Spark task owns one file range (:class:`~snap_spark.lines.LineRange`, cut at line
+boundaries with exact line numbers; :func:`land_ranges`). It reads the range in batches,
+runs every stateless check (:mod:`udfs.verify`, which calls :mod:`snap_spark.protocol`), and
+writes, without sending the lines back to the JVM:
 
 - the ``raw_messages`` Parquet file(s) of the range, where the lake backend wants them
   (in the table folder for delta-rs), uncommitted;
@@ -28,25 +29,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import fs as pafs
-from pyspark.sql.datasource import DataSource, InputPartition
 from pyspark.sql.types import StructType
 
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, resolve_filesystem
-from snap_spark.pipeline.source import (
-    FilePartition,
-    SnapLinesReader,
-    iter_line_lists,
-    lines_batch,
-)
+from snap_spark.lines import LineRange
+from snap_spark.pipeline.source import iter_line_lists, lines_batch
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.replay import replayed_rows
 from snap_spark.protocol.validate import ReceiptClock
@@ -75,7 +70,7 @@ LANDED_SCHEMA = pa.schema(LANDED_FIELDS)
 
 @dataclass(frozen=True)
 class LandSpec:
-    """Everything a landing task needs, sent to executors as JSON (a Data Source option)."""
+    """Everything a landing task needs (pickled to the executors with the task)."""
 
     ingest_id: str
     ingest_time_us: int
@@ -93,19 +88,6 @@ class LandSpec:
     verify_threads: int = 1
     batch_rows: int = 8192
     max_batch_bytes: int = 64 * 1024 * 1024
-
-    def to_json(self) -> str:
-        data = dataclasses.asdict(self)
-        data["raw_keys"] = sorted(self.raw_keys)
-        data["msg_keys"] = sorted(self.msg_keys)
-        return json.dumps(data)
-
-    @classmethod
-    def from_json(cls, text: str) -> LandSpec:
-        data = json.loads(text)
-        data["raw_keys"] = frozenset(data["raw_keys"])
-        data["msg_keys"] = frozenset(data["msg_keys"])
-        return cls(**data)
 
 
 # -- table rows (Arrow) ---------------------------------------------------------------------
@@ -472,48 +454,13 @@ def landed_struct() -> StructType:
     return from_arrow_schema(LANDED_SCHEMA)
 
 
-LAND_SOURCE_NAME = "snap_land"
-
-_registered: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def register_land_source(spark: Any) -> None:
-    """Register ``snap_land`` with ``spark`` once (registering again only logs a warning)."""
-    if spark not in _registered:
-        spark.dataSource.register(SnapLandDataSource)
-        _registered.add(spark)
-
-
-class SnapLandReader(SnapLinesReader):
-    """One task per file range; each lands its range (:func:`land_range`)."""
-
-    def __init__(self, paths: list[str], split_bytes: int, spec: LandSpec) -> None:
-        super().__init__(paths, spec.batch_rows, spec.max_batch_bytes, split_bytes)
-        self.spec = spec
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Land one range (nothing when there are no ranges: Spark still runs a task)."""
-        if partition is None:
-            return
-        if not isinstance(partition, FilePartition):
-            raise TypeError(f"expected a FilePartition, got {partition!r}")
-        yield from land_range(self.spec, partition.index, partition.path,
-                              partition.start, partition.end, partition.first_line)
-
-
-class SnapLandDataSource(DataSource):
-    """Python Data Source ``snap_land``: options ``paths`` (JSON list of files),
-    ``split_bytes`` and ``spec`` (:meth:`LandSpec.to_json`). Reading it lands the files
-    (side effects: uncommitted data files); its rows are :data:`LANDED_SCHEMA`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return LAND_SOURCE_NAME
-
-    def schema(self) -> StructType:
-        return landed_struct()
-
-    def reader(self, schema: StructType) -> SnapLandReader:
-        return SnapLandReader(json.loads(self.options["paths"]),
-                              int(self.options.get("split_bytes", "0")),
-                              LandSpec.from_json(self.options["spec"]))
+def land_ranges(spec: LandSpec, ranges: Sequence[LineRange],
+                batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over ``spark.range(len(ranges))``: land each range whose
+    index arrives (one index per Spark partition gives one task per range, scheduled by
+    Spark, with no Data Source planning process)."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            part = ranges[index]
+            yield from land_range(spec, index, part.path, part.start, part.end,
+                                  part.first_line)

@@ -65,11 +65,6 @@ def _files_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
-def test_spec_round_trips_through_json(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, tmp_path / "a.jsonl", clock="message")
-    assert LandSpec.from_json(spec.to_json()) == spec
-
-
 def test_seconds_to_timestamps_truncate_and_refuse_what_no_timestamp_holds() -> None:
     values = pa.array([0.0, 1.9999999, -1.0, 1e20, None, 253_402_300_799.0], pa.float64())
     got = _seconds_to_ts(values).to_pylist()
