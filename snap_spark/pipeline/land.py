@@ -59,7 +59,7 @@ LANDED_FIELDS: list[pa.Field] = [
     pa.field("sender", pa.string()),
     pa.field("msg_id", pa.string()),
     pa.field("received_at", pa.float64()),
-    pa.field("code", pa.int32()),  # candidate: check-8 code; count: the code; duplicate: 2006
+    pa.field("code", pa.int32()),  # candidate: its check 7-8 code; count: the code; dup: 2006
     pa.field("prior_code", pa.int32()),  # duplicate: the stateless code it replaces
     pa.field("file_key", pa.string()),
     pa.field("lines", pa.int64()),  # count: number of lines
