@@ -53,7 +53,7 @@ check-sample: setup $(SAMPLE)
 	$(VENV)/bin/snap-spark check $(SAMPLE) --summary-only
 
 lint: setup
-	$(VENV)/bin/ruff check snap_spark udfs schemas jobs tests bench
+	$(VENV)/bin/ruff check snap_spark jobs tests bench
 	$(VENV)/bin/mypy
 
 bench: setup

@@ -3,7 +3,7 @@
 The same as ``read_lines(...).transform(check(settings))`` row for row, but the lines never
 travel to the JVM as raw bytes and back to Python for checking: each reader task splits its
 file range into Arrow batches (:mod:`snap_spark.pipeline.source`) and hands them straight to
-:func:`udfs.verify.check_batches`. It adds no rule of its own.
+:func:`snap_spark.udfs.verify.check_batches`. It adds no rule of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from snap_spark.pipeline.source import (
     SnapLinesReader,
     plan_input,
 )
-from udfs.verify import CHECKED_SCHEMA, check_batches
+from snap_spark.udfs.verify import CHECKED_SCHEMA, check_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,7 +45,7 @@ class SnapCheckedLinesReader(SnapLinesReader):
         self.verify_threads = verify_threads
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Checked rows (:data:`udfs.verify.CHECKED_SCHEMA`) of one file range."""
+        """Checked rows (:data:`snap_spark.udfs.verify.CHECKED_SCHEMA`) of one file range."""
         yield from check_batches(
             super().read(partition), self.clock_spec, self.clock_now, self.max_drift,
             self.verify_threads,
@@ -88,7 +88,7 @@ def read_checked(
     split_bytes: int | None = None,
 ) -> DataFrame:
     """Read files and folders and check every line (one row per line, see
-    :data:`udfs.verify.CHECKED_SCHEMA`), in one pass per file range.
+    :data:`snap_spark.udfs.verify.CHECKED_SCHEMA`), in one pass per file range.
 
     Examples:
         >>> from snap_spark.pipeline.verify import VerifySettings

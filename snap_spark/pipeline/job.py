@@ -228,7 +228,6 @@ def run(
         FileNotFoundError: an input path does not exist, or holds no input files.
         MissingReceiptTime: a bare line needs ``bare_clock`` (nothing is committed then).
     """
-    from schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
     from snap_spark.lake import get_lake
     from snap_spark.lake.common import table_uri
     from snap_spark.lake.files import delete_data_files
@@ -243,6 +242,7 @@ def run(
     )
     from snap_spark.pipeline.source import list_input_files, plan_input
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
 
     started = time.monotonic()
     result = JobResult()

@@ -2,7 +2,8 @@
 
 Each Spark task owns one file range (:class:`~snap_spark.lines.LineRange`, cut at line
 boundaries with exact line numbers; :func:`land_ranges`). It reads the range in batches,
-runs every stateless check (:mod:`udfs.verify`, which calls :mod:`snap_spark.protocol`), and
+runs every stateless check (:mod:`snap_spark.udfs.verify`, which calls
+:mod:`snap_spark.protocol`), and
 writes, without sending the lines back to the JVM:
 
 - the ``raw_messages`` Parquet file(s) of the range, where the lake backend wants them
@@ -45,7 +46,7 @@ from snap_spark.pipeline.source import iter_line_lists, lines_batch
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.replay import replayed_rows
 from snap_spark.protocol.validate import ReceiptClock
-from udfs.verify import check_columns, line_text
+from snap_spark.udfs.verify import check_columns, line_text
 
 #: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
@@ -94,8 +95,8 @@ class LandSpec:
 
 
 def _table_schema(name: str) -> pa.Schema:
-    from schemas.tables import TABLES
     from snap_spark.lake.schema import to_arrow
+    from snap_spark.schemas.tables import TABLES
 
     return to_arrow(TABLES[name])
 
@@ -141,7 +142,7 @@ def _raw_text(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Arr
 
 def raw_rows(spec: LandSpec, lines: pa.RecordBatch, raws: list[bytes | None],
              cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
-    """``raw_messages`` rows of one batch of lines (see ``schemas.tables.RAW_MESSAGES``);
+    """``raw_messages`` rows of one batch of lines (see ``snap_spark.schemas.tables.RAW_MESSAGES``);
     ``raws`` are the lines' bytes (the ``raw`` column as Python objects)."""
     n = lines.num_rows
     text, exact = _raw_text(lines.column("raw"), raws)
@@ -412,7 +413,7 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
     """``mapInArrow`` function over ``staged`` rows: read each staged file, apply the 2006
     verdicts of its source file, write the ``messages`` Parquet files (partitioned by
     ``event_date``) and yield one ``raw_file``-shaped row per data file written."""
-    from schemas.tables import MESSAGES_PARTITION
+    from snap_spark.schemas.tables import MESSAGES_PARTITION
 
     writer = PartitionedFileWriter(msg_root, table_arrow_schema("messages"),
                                    list(MESSAGES_PARTITION),

@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 
 from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.replay import replayed_rows
-from udfs.verify import CHECKED_SCHEMA, check_batches
+from snap_spark.udfs.verify import CHECKED_SCHEMA, check_batches
 
 
 @dataclass(frozen=True)

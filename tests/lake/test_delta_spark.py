@@ -67,10 +67,10 @@ def test_staged_files_read_back_as_the_rows_delta_spark_appends(
 
     import pyarrow as pa
 
-    from schemas.tables import MESSAGES
     from snap_spark.lake.delta_spark import staged_frame
     from snap_spark.lake.files import PartitionedFileWriter
     from snap_spark.pipeline.land import table_arrow_schema
+    from snap_spark.schemas.tables import MESSAGES
 
     schema = table_arrow_schema("messages")
     rows = [{**{f.name: None for f in schema}, "ingest_id": "i", "source_file": "f",

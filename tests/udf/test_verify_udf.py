@@ -7,7 +7,7 @@ import pyarrow as pa
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.validate import ReceiptClock, check_record
 from snap_spark.sample import SampleConfig, generate
-from udfs.verify import CHECKED_SCHEMA, check_batches, check_rows
+from snap_spark.udfs.verify import CHECKED_SCHEMA, check_batches, check_rows
 
 LINES = [line for line, _ in generate(SampleConfig(agents=6, messages=4000, seed=9,
                                                    attack_share=0.3))]

@@ -1,1 +1,0 @@
-"""Declared schemas of snap-spark's tables, one per table (see :mod:`schemas.tables`)."""

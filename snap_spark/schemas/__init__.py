@@ -1,0 +1,1 @@
+"""Declared schemas of snap-spark's tables, one per table (see :mod:`snap_spark.schemas.tables`)."""
