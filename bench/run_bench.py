@@ -196,13 +196,15 @@ def warmup_file(corpus: Path) -> Path:
 def _land_ranges(args: tuple[list[tuple[str, int, int | None, int]], str]) -> None:
     """Land some ranges of one file in this process (as Spark tasks would, minus Spark)."""
     from snap_spark.pipeline.land import LandSpec, land_range
+    from snap_spark.settings import VerifySettings
 
     ranges, out = args
     path = ranges[0][0]
     spec = LandSpec(ingest_id="b" * 32, ingest_time_us=int(time.time() * 1e6),
                     file_keys={path: "bench"}, raw_keys=frozenset(["bench"]),
                     msg_keys=frozenset(["bench"]), raw_root=f"{out}/raw",
-                    staging=f"{out}/staging", clock_spec="message")
+                    staging=f"{out}/staging",
+                    settings=VerifySettings(bare_clock="message", verify_threads=1))
     for index, (p, start, end, first) in enumerate(ranges):
         for _batch in land_range(spec, index, p, start, end, first):
             pass

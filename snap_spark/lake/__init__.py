@@ -24,19 +24,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from snap_spark.lake.api import Lake, LakeError, LakeSchemaError
+from snap_spark.lake.common import table_uri
 from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.delta_spark import DeltaSparkLake
+from snap_spark.lake.files import (
+    DataFile,
+    PartitionedFileWriter,
+    delete_data_files,
+    resolve_filesystem,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "DataFile",
     "DeltaRsLake",
     "DeltaSparkLake",
     "Lake",
     "LakeError",
     "LakeSchemaError",
+    "PartitionedFileWriter",
+    "delete_data_files",
     "get_lake",
+    "resolve_filesystem",
+    "table_uri",
 ]
 
 

@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
-import sys
 import time
-import tomllib
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-DEFAULT_PIPELINE_CONF = Path(__file__).resolve().parents[2] / "conf" / "pipeline.toml"
+from snap_spark.runner import Context, Job, UsageError, log
+from snap_spark.runner import main as run_job
+from snap_spark.settings import VerifySettings
+
 APP_ID_PREFIX = "snap-spark/verify_messages/"
-EXIT_USAGE = 2
 
 
 @dataclass
@@ -63,73 +63,6 @@ def batch_app_id(keys: Sequence[str]) -> str:
     """Delta app transaction id naming one set of files (order does not matter)."""
     digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
     return APP_ID_PREFIX + digest
-
-
-def log(message: str) -> None:
-    """Progress line for people following a long run (stderr, flushed)."""
-    print(f"[snap-spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="verify_messages.py",
-        description=(
-            "Verify SNAP message archives (NDJSON, optionally .gz) and land them into Delta "
-            "tables raw_messages and messages under --lake, with a verdict for every line."
-        ),
-        epilog=(
-            "Bare lines (no envelope received_at) need --bare-clock. Settings also come from "
-            "--config (default conf/pipeline.toml); command-line options win."
-        ),
-    )
-    parser.add_argument("--input", "-i", action="append", required=True, metavar="PATH",
-                        help="input file or folder (repeatable); folders are read recursively "
-                        "for .jsonl/.ndjson/.json and their .gz")
-    parser.add_argument("--lake", default=None, metavar="DIR",
-                        help="folder of the Delta tables (default: [lake] path of --config)")
-    parser.add_argument("--config", default=None, metavar="TOML",
-                        help="pipeline settings file (default conf/pipeline.toml)")
-    parser.add_argument("--bare-clock", default=None, metavar="CLOCK",
-                        help="receipt time for bare lines: 'now' (job start, same for all), "
-                        "'message' (trust the message timestamp), or unix seconds; "
-                        "without it a bare line stops the job before anything is written")
-    parser.add_argument("--max-drift", type=float, default=None, metavar="SECONDS",
-                        help="allowed |received_at - timestamp| (default 60; 60 passes)")
-    parser.add_argument("--replay-window", type=float, default=None, metavar="SECONDS",
-                        help="an accepted (from, id) makes repeats within this many seconds "
-                        "of receipt time a 2006 (default 120)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master when not launched by spark-submit (default local[*])")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark setting (repeatable)")
-    parser.add_argument("--batch-rows", type=int, default=8192,
-                        help="lines per Arrow batch when reading (default 8192)")
-    parser.add_argument("--verify-threads", type=int, default=0, metavar="N",
-                        help="signature-verification threads per task (default 0 = one per "
-                        "core a task owns: spark.task.cpus, or idle cores in local mode)")
-    return parser
-
-
-def load_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Merge ``--config`` (TOML) with command-line options (which win)."""
-    path = Path(args.config) if args.config else DEFAULT_PIPELINE_CONF
-    conf: dict[str, Any] = {}
-    if path.exists():
-        with path.open("rb") as handle:
-            conf = tomllib.load(handle)
-    elif args.config:
-        raise FileNotFoundError(f"config file not found: {path}")
-    verify = conf.get("verify", {})
-    lake = conf.get("lake", {})
-    return {
-        "lake": args.lake or lake.get("path", "data/lake"),
-        "bare_clock": args.bare_clock if args.bare_clock is not None
-        else str(verify.get("bare_clock", "")),
-        "max_drift": args.max_drift if args.max_drift is not None
-        else float(verify.get("max_drift_seconds", 60)),
-        "replay_window": args.replay_window if args.replay_window is not None
-        else float(verify.get("replay_window_seconds", 120)),
-    }
 
 
 def auto_verify_threads(spark: Any) -> int:
@@ -211,12 +144,7 @@ def run(
     spark: Any,
     inputs: Sequence[str],
     lake_dir: str,
-    *,
-    bare_clock: str = "",
-    max_drift: float = 60.0,
-    replay_window: float = 120.0,
-    batch_rows: int = 8192,
-    verify_threads: int = 0,
+    settings: VerifySettings | None = None,
 ) -> JobResult:
     """Verify ``inputs`` and append new files' lines to ``raw_messages`` and ``messages``.
 
@@ -226,31 +154,42 @@ def run(
 
     Raises:
         FileNotFoundError: an input path does not exist, or holds no input files.
-        MissingReceiptTime: a bare line needs ``bare_clock`` (nothing is committed then).
+        MissingReceiptTime: a bare line needs ``settings.bare_clock`` (nothing is
+            committed then).
+        SettingsError: ``settings`` are out of range.
+
+    Examples:
+        >>> result = run(spark, ["data/sample"], "data/lake",
+        ...              VerifySettings(bare_clock="message"))  # doctest: +SKIP
+        >>> result.lines_read == result.valid + result.rejected  # doctest: +SKIP
+        True
     """
-    from snap_spark.lake import get_lake
-    from snap_spark.lake.common import table_uri
-    from snap_spark.lake.files import delete_data_files
-    from snap_spark.lines import plan_line_ranges
+    from snap_spark.lake import delete_data_files, get_lake, table_uri
     from snap_spark.pipeline.land import (
         LandSpec,
         data_file,
         fold_landed,
-        land_ranges,
+        land_part,
         landed_struct,
         write_messages,
     )
-    from snap_spark.pipeline.source import list_input_files, plan_input
-    from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+    from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
+    from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
 
+    settings = (settings or VerifySettings(clock_now=float(int(time.time())))).validated()
+    if not settings.clock_now:
+        settings = dataclasses.replace(settings, clock_now=float(int(time.time())))
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
     raw_path = os.path.join(lake_dir, "raw_messages")
     msg_path = os.path.join(lake_dir, "messages")
 
-    files = list_input_files(inputs)
+    try:
+        files = list_input_files(inputs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if not files:
         raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
     keys = {path: file_key(path) for path in files}
@@ -266,8 +205,6 @@ def run(
         return result
     result.files_processed = len(todo)
 
-    clock_now = float(int(time.time()))
-    ReceiptClock.parse(bare_clock, now=clock_now)  # fail fast on a bad spelling
     ingest_id = uuid.uuid4().hex
     staging = table_uri(os.path.join(lake_dir, "_staging", ingest_id))
     raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
@@ -279,21 +216,20 @@ def run(
         file_keys={p: keys[p] for p in todo},
         raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
         raw_root=raw_root, staging=f"{staging}/messages",
-        clock_spec=bare_clock, clock_now=clock_now, max_drift=max_drift,
-        verify_threads=verify_threads or auto_verify_threads(spark), batch_rows=batch_rows,
+        settings=dataclasses.replace(
+            settings, verify_threads=settings.verify_threads or auto_verify_threads(spark)),
     )
     existed = [p for p in (lake_dir, raw_path, msg_path) if os.path.exists(p)]
-    _, split_bytes = plan_input(spark, todo, None)
-    ranges = [r for path in todo for r in plan_line_ranges(path, split_bytes)]
-    landed_df = spark.range(len(ranges), numPartitions=len(ranges)).mapInArrow(
-        functools.partial(land_ranges, spec, ranges), landed_struct())
+    landed_df = over_ranges(spark, plan_ranges(spark, todo), functools.partial(land_part, spec),
+                            landed_struct())
     uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
         folded = (
             landed_df.repartition("sender", "msg_id")
             .sortWithinPartitions("received_at", "source_file", "line_no")
-            .mapInArrow(functools.partial(fold_landed, replay_window), landed_struct())
+            .mapInArrow(functools.partial(fold_landed, settings.replay_window),
+                        landed_struct())
             .filter("kind <> 'candidate'")
         )
         landed = _Landed.from_rows(folded.toArrow().to_pylist())
@@ -362,44 +298,33 @@ def format_summary(result: JobResult) -> str:
     ])
 
 
+class VerifyMessages(Job):
+    """``jobs/verify_messages.py``: archives → ``raw_messages`` and ``messages``."""
+
+    name = "verify_messages"
+    description = (
+        "Verify SNAP message archives (NDJSON, optionally .gz) and land them into Delta "
+        "tables raw_messages and messages under --lake, with a verdict for every line."
+    )
+    epilog = (
+        "Bare lines (no envelope received_at) need --bare-clock. Settings also come from "
+        "--config (default conf/pipeline.toml); command-line options win."
+    )
+    verifies_messages = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--input", "-i", action="append", required=True, metavar="PATH",
+                            help="input file or folder (repeatable); folders are read "
+                            "recursively for .jsonl/.ndjson/.json and their .gz")
+
+    def run(self, spark: Any, context: Context) -> JobResult:
+        return run(spark, context.args.input, context.lake, context.verify)
+
+    def summary(self, result: Any) -> str:
+        assert isinstance(result, JobResult)
+        return format_summary(result)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jobs/verify_messages.py``."""
-    args = build_parser().parse_args(argv)
-    try:
-        settings = load_settings(args)
-    except (FileNotFoundError, tomllib.TOMLDecodeError, ValueError) as exc:
-        print(f"verify_messages: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    from snap_spark.lake import LakeError
-    from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
-
-    try:
-        ReceiptClock.parse(settings["bare_clock"])
-    except ValueError as exc:
-        print(f"verify_messages: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    extra: dict[str, str] = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"verify_messages: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
-            return EXIT_USAGE
-        extra[key] = value
-    from snap_spark.session import build_session
-
-    spark = build_session("snap-spark verify_messages", master=args.master, extra_conf=extra)
-    spark.sparkContext.setLogLevel(os.environ.get("SNAP_SPARK_LOG_LEVEL", "WARN"))
-    try:
-        result = run(
-            spark, args.input, settings["lake"], bare_clock=settings["bare_clock"],
-            max_drift=settings["max_drift"], replay_window=settings["replay_window"],
-            batch_rows=args.batch_rows, verify_threads=args.verify_threads,
-        )
-    except (FileNotFoundError, NotADirectoryError, ValueError, MissingReceiptTime) as exc:
-        print(f"verify_messages: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except LakeError as exc:
-        print(f"verify_messages: the Delta tables refused the write: {exc}", file=sys.stderr)
-        return 1
-    print(format_summary(result))
-    return 0
+    return run_job(VerifyMessages(), argv)

@@ -31,7 +31,7 @@ import dataclasses
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,16 +40,22 @@ import pyarrow.compute as pc
 from pyarrow import fs as pafs
 from pyspark.sql.types import StructType
 
-from snap_spark.lake.files import DataFile, PartitionedFileWriter, resolve_filesystem
+from snap_spark.lake import DataFile, PartitionedFileWriter, resolve_filesystem
 from snap_spark.lines import LineRange
-from snap_spark.pipeline.source import iter_line_lists, lines_batch
-from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
+from snap_spark.pipeline.checked import (
+    CheckedLines,
+    RowMeta,
+    apply_duplicates,
+    check_lines,
+    message_rows,
+    raw_rows,
+    replay_candidates,
+    table_arrow_schema,
+)
+from snap_spark.pipeline.read import iter_line_lists
 from snap_spark.protocol.replay import replayed_rows
-from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.udfs.verify import check_columns, line_text
-
-#: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
-MAX_TIMESTAMP_SECONDS = 253_402_300_799
+from snap_spark.protocol.verdict import DUPLICATE
+from snap_spark.settings import VerifySettings
 
 #: Rows Spark receives from the landing tasks (and from :func:`fold_landed`).
 LANDED_FIELDS: list[pa.Field] = [
@@ -75,7 +81,7 @@ class LandSpec:
 
     ingest_id: str
     ingest_time_us: int
-    #: input path -> ingest key of the file (:func:`snap_spark.pipeline.job.file_key`)
+    #: input path -> ingest key of the file
     file_keys: dict[str, str]
     #: ingest keys whose lines go to ``raw_messages`` / ``messages`` this run
     raw_keys: frozenset[str] = frozenset()
@@ -83,135 +89,12 @@ class LandSpec:
     #: where the ``raw_messages`` files go (:meth:`Lake.data_root`) and the staging folder
     raw_root: str = ""
     staging: str = ""
-    clock_spec: str = ""
-    clock_now: float = 0.0
-    max_drift: float = 60.0
-    verify_threads: int = 1
-    batch_rows: int = 8192
+    #: verification settings, ``verify_threads`` already decided
+    settings: VerifySettings = dataclasses.field(default_factory=VerifySettings)
     max_batch_bytes: int = 64 * 1024 * 1024
 
-
-# -- table rows (Arrow) ---------------------------------------------------------------------
-
-
-def _table_schema(name: str) -> pa.Schema:
-    from snap_spark.lake.schema import to_arrow
-    from snap_spark.schemas.tables import TABLES
-
-    return to_arrow(TABLES[name])
-
-
-_SCHEMAS: dict[str, pa.Schema] = {}
-
-
-def table_arrow_schema(name: str) -> pa.Schema:
-    """Arrow schema of a table's rows (``raw_messages`` or ``messages``), cached."""
-    schema = _SCHEMAS.get(name)
-    if schema is None:
-        schema = _SCHEMAS[name] = _table_schema(name)
-    return schema
-
-
-_TS = pa.timestamp("us", tz="UTC")
-
-
-def _seconds_to_ts(seconds: pa.Array) -> pa.Array:
-    """Unix seconds (int or float) → ``timestamp[us, UTC]``, truncated to the microsecond;
-    null outside years 1970-9999 (a rejected message may carry any number)."""
-    values = pc.cast(seconds, pa.float64())
-    inside = pc.and_(pc.greater_equal(values, 0.0),
-                     pc.less_equal(values, float(MAX_TIMESTAMP_SECONDS)))
-    kept = pc.if_else(inside, values, pa.scalar(None, pa.float64()))
-    return pc.cast(pc.cast(pc.trunc(pc.multiply(kept, 1_000_000.0)), pa.int64()), _TS)
-
-
-def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
-    return pa.repeat(pa.scalar(value, type=type_), count)
-
-
-def _raw_text(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Array]:
-    """``(raw_text, raw_bytes)`` columns: the text of each line, and its exact bytes only when
-    it is not valid UTF-8 (Arrow validates a whole batch at once; Python decodes per line
-    only for a batch that has such a line)."""
-    try:
-        return raw.cast(pa.string()), pa.nulls(len(raw), pa.binary())
-    except pa.ArrowInvalid:
-        texts, exact = line_text(raws)
-        return pa.array(texts, pa.string()), pa.array(exact, pa.binary())
-
-
-def raw_rows(spec: LandSpec, lines: pa.RecordBatch, raws: list[bytes | None],
-             cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
-    """``raw_messages`` rows of one batch of lines (see ``snap_spark.schemas.tables.RAW_MESSAGES``);
-    ``raws`` are the lines' bytes (the ``raw`` column as Python objects)."""
-    n = lines.num_rows
-    text, exact = _raw_text(lines.column("raw"), raws)
-    path = lines.column("source_file")[0].as_py() if n else ""
-    envelope_at = pa.array(cols["envelope_received_at"], pa.float64())
-    return pa.RecordBatch.from_arrays([
-        _constant(spec.ingest_id, pa.string(), n),
-        _constant(spec.ingest_time_us, pa.int64(), n).cast(_TS),
-        lines.column("source_file"),
-        _constant(spec.file_keys[path] if n else "", pa.string(), n),
-        lines.column("line_no"),
-        pc.cast(pc.fill_null(lines.column("byte_len"), 0), pa.int64()),
-        text,
-        exact,
-        lines.column("read_error"),
-        pa.array(cols["is_envelope"], pa.bool_()),
-        pa.array(cols["source"], pa.string()),
-        envelope_at,
-        _seconds_to_ts(envelope_at),
-    ], schema=table_arrow_schema("raw_messages"))
-
-
-def message_rows(spec: LandSpec, lines: pa.RecordBatch, cols: Mapping[str, list[Any]]
-                 ) -> pa.RecordBatch:
-    """``messages`` rows of one batch with the stateless verdicts (the replay step may
-    later turn a valid or 2001 row into a 2006; see :func:`apply_duplicates`)."""
-    n = lines.num_rows
-    path = lines.column("source_file")[0].as_py() if n else ""
-    codes = [pre if pre is not None else auth
-             for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True)]
-    details = [pre_d if pre is not None else auth_d
-               for pre, pre_d, auth_d in zip(cols["pre_code"], cols["pre_detail"],
-                                             cols["auth_detail"], strict=True)]
-    code_array = pa.array(codes, pa.int32())
-    timestamps = pa.array(cols["timestamp"], pa.int64())
-    received = pa.array(cols["received_at"], pa.float64())
-    event_time = _seconds_to_ts(timestamps)
-    received_time = _seconds_to_ts(received)
-    ingest_time = _constant(spec.ingest_time_us, pa.int64(), n).cast(_TS)
-    event_date = pc.coalesce(pc.cast(received_time, pa.date32()),
-                             pc.cast(event_time, pa.date32()),
-                             pc.cast(ingest_time, pa.date32()))
-    return pa.RecordBatch.from_arrays([
-        _constant(spec.ingest_id, pa.string(), n),
-        ingest_time,
-        lines.column("source_file"),
-        _constant(spec.file_keys[path] if n else "", pa.string(), n),
-        lines.column("line_no"),
-        pa.array(cols["msg_id"], pa.string()),
-        pa.array(cols["version"], pa.string()),
-        pa.array(cols["sender"], pa.string()),
-        pa.array(cols["recipient"], pa.string()),
-        pa.array(cols["msg_type"], pa.string()),
-        pa.array(cols["method"], pa.string()),
-        timestamps,
-        event_time,
-        received,
-        received_time,
-        event_date,
-        pa.array(cols["task_id"], pa.string()),
-        pa.array(cols["context_id"], pa.string()),
-        pa.array(cols["task_state"], pa.string()),
-        pa.array(cols["has_sig"], pa.bool_()),
-        pa.array(cols["canonical_payload"], pa.string()),
-        pc.if_else(pc.is_null(code_array), "valid", "rejected"),
-        code_array,
-        pa.array([None if c is None else ERROR_NAMES.get(c) for c in codes], pa.string()),
-        pa.array(details, pa.string()),
-    ], schema=table_arrow_schema("messages"))
+    def meta(self, path: str) -> RowMeta:
+        return RowMeta(self.ingest_id, self.ingest_time_us, self.file_keys[path])
 
 
 # -- the landing task (executor) --------------------------------------------------------------
@@ -254,14 +137,31 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
                first_line: int = 1) -> Iterator[pa.RecordBatch]:
     """Check the lines of one file range and write their files; yield :data:`LANDED_SCHEMA`.
 
-    The lines of the range are read once, in batches; nothing is kept beyond a batch but
-    the open writers (each flushes a Parquet row group at 64 MiB).
+    The lines of the range are read once, in batches (:func:`iter_line_lists`); nothing is
+    kept beyond a batch but the open writers (each flushes a Parquet row group at 64 MiB).
     """
-    clock = ReceiptClock.parse(spec.clock_spec, now=spec.clock_now)
+    batches = (
+        check_lines(spec.settings, path, line_nos, raws, errors)
+        for line_nos, raws, errors in iter_line_lists(
+            path, spec.settings.batch_rows, spec.max_batch_bytes, start=start, end=end,
+            first_line=first_line)
+    )
+    yield from land_lines(spec, f"{index:05d}", path, batches)
+
+
+def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLines]
+               ) -> Iterator[pa.RecordBatch]:
+    """Write the table files of checked batches of one source; yield :data:`LANDED_SCHEMA`
+    rows (``candidate`` per replay candidate, then ``raw_file``/``staged``/``count``).
+
+    A bare line while no receipt clock is configured deletes what was written and yields
+    one ``bare`` row instead; any failure deletes what was written and re-raises.
+    """
     key = spec.file_keys[path]
+    meta = spec.meta(path)
     out = _Outputs()
     counts: Counter[int | None] = Counter()
-    tag = f"{index:05d}-{spec.ingest_id[:8]}-{uuid.uuid4().hex[:8]}"
+    tag = f"{tag}-{spec.ingest_id[:8]}-{uuid.uuid4().hex[:8]}"
     try:
         if key in spec.raw_keys:
             out.raw = PartitionedFileWriter(spec.raw_root, table_arrow_schema("raw_messages"),
@@ -272,25 +172,19 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
             out.staged_path = f"{root}/messages-{tag}.arrow"
             out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
             out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
-        for line_nos, raws, errors in iter_line_lists(
-                path, spec.batch_rows, spec.max_batch_bytes, start=start, end=end,
-                first_line=first_line):
-            lines = lines_batch(path, line_nos, raws, errors)
-            cols = check_columns(raws, errors or [None] * len(raws), clock, spec.max_drift,
-                                 spec.verify_threads)
-            if any(cols["needs_clock"]):
+        for checked in batches:
+            if checked.needs_clock:
                 out.discard()
                 yield _rows_batch([_row("bare", source_file=path, file_key=key,
-                                        lines=sum(cols["needs_clock"]))])
+                                        lines=checked.needs_clock)])
                 return
-            for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True):
-                counts[pre if pre is not None else auth] += 1
+            counts.update(checked.codes())
             if out.raw is not None:
-                out.raw.write(raw_rows(spec, lines, raws, cols))
+                out.raw.write(raw_rows(meta, checked))
             if out.staged is not None:
-                out.staged.write_batch(message_rows(spec, lines, cols))
-                out.staged_rows += lines.num_rows
-            yield _candidates(lines, cols)
+                out.staged.write_batch(message_rows(meta, checked))
+                out.staged_rows += checked.num_rows
+            yield _candidates(checked)
         info: list[dict[str, Any]] = []
         if out.raw is not None:
             for data_file in out.raw.close():
@@ -312,15 +206,15 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
         raise
 
 
-def _candidates(lines: pa.RecordBatch, cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
-    """``candidate`` rows: the lines that passed checks 1-5 (the replay step's input)."""
-    keep = [i for i, pre in enumerate(cols["pre_code"]) if pre is None]
-    n = len(keep)
+def _candidates(checked: CheckedLines) -> pa.RecordBatch:
+    """``candidate`` rows: the lines that take part in the replay step (checks 1-5 passed)."""
+    keep = replay_candidates(checked)
+    cols, n = checked.cols, len(keep)
     take = pa.array(keep, pa.int32())
     return pa.RecordBatch.from_arrays([
         _constant("candidate", pa.string(), n),
-        lines.column("source_file").take(take),
-        lines.column("line_no").take(take),
+        checked.lines.column("source_file").take(take),
+        checked.lines.column("line_no").take(take),
         pa.array([cols["sender"][i] for i in keep], pa.string()),
         pa.array([cols["msg_id"][i] for i in keep], pa.string()),
         pa.array([cols["received_at"][i] for i in keep], pa.float64()),
@@ -330,6 +224,10 @@ def _candidates(lines: pa.RecordBatch, cols: Mapping[str, list[Any]]) -> pa.Reco
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.string()),
     ], schema=LANDED_SCHEMA)
+
+
+def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type=type_), count)
 
 
 # -- replay fold (executor, after a shuffle by (sender, msg_id)) ------------------------------
@@ -358,7 +256,7 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
     cols = table.to_pydict()
     rows = [
         _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
-             code=int(ErrorCode.DUPLICATE_MESSAGE), prior_code=cols["code"][i], info=detail)
+             code=DUPLICATE, prior_code=cols["code"][i], info=detail)
         for i, detail in replayed_rows(cols["sender"], cols["msg_id"], cols["received_at"],
                                        cols["code"], window)
     ]
@@ -380,32 +278,6 @@ def _repeated_keys(table: pa.Table) -> pa.Table:
 
 
 # -- final messages files (executor) -----------------------------------------------------------
-
-
-def apply_duplicates(rows: pa.Table, duplicates: Mapping[int, str]) -> pa.Table:
-    """Turn the ``messages`` rows whose ``line_no`` is in ``duplicates`` (one source file)
-    into 2006 rejections with the given detail; every other row is unchanged."""
-    if not duplicates:
-        return rows
-    line_nos = rows.column("line_no").to_pylist()
-    hit = [n in duplicates for n in line_nos]
-    if not any(hit):
-        return rows
-    mask = pa.array(hit, pa.bool_())
-    code = int(ErrorCode.DUPLICATE_MESSAGE)
-    details = rows.column("error_detail").to_pylist()
-    for i, n in enumerate(line_nos):
-        if hit[i]:
-            details[i] = duplicates[n]
-    replaced = {
-        "verdict": pc.if_else(mask, "rejected", rows.column("verdict")),
-        "error_code": pc.if_else(mask, pa.scalar(code, pa.int32()), rows.column("error_code")),
-        "error_name": pc.if_else(mask, ERROR_NAMES[code], rows.column("error_name")),
-        "error_detail": pa.array(details, pa.string()),
-    }
-    for name, column in replaced.items():
-        rows = rows.set_column(rows.schema.get_field_index(name), name, column)
-    return rows
 
 
 def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
@@ -455,13 +327,6 @@ def landed_struct() -> StructType:
     return from_arrow_schema(LANDED_SCHEMA)
 
 
-def land_ranges(spec: LandSpec, ranges: Sequence[LineRange],
-                batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function over ``spark.range(len(ranges))``: land each range whose
-    index arrives (one index per Spark partition gives one task per range, scheduled by
-    Spark, with no Data Source planning process)."""
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            part = ranges[index]
-            yield from land_range(spec, index, part.path, part.start, part.end,
-                                  part.first_line)
+def land_part(spec: LandSpec, part: LineRange, index: int) -> Iterator[pa.RecordBatch]:
+    """:func:`land_range` for one planned range (the function :func:`over_ranges` runs)."""
+    yield from land_range(spec, index, part.path, part.start, part.end, part.first_line)

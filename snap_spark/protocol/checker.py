@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.records import parse_line
-from snap_spark.protocol.replay import DEFAULT_WINDOW, resolve
-from snap_spark.protocol.validate import DEFAULT_MAX_DRIFT, Checked, ReceiptClock, check_record
+from snap_spark.protocol.replay import resolve
+from snap_spark.protocol.validate import Checked, ReceiptClock, check_record
+from snap_spark.protocol.verdict import DEFAULT_MAX_DRIFT, DEFAULT_REPLAY_WINDOW, verdict_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ def check_lines(
     clock: ReceiptClock,
     *,
     max_drift: float = DEFAULT_MAX_DRIFT,
-    replay_window: float = DEFAULT_WINDOW,
+    replay_window: float = DEFAULT_REPLAY_WINDOW,
     read_errors: dict[int, str] | None = None,
 ) -> list[LineVerdict]:
     """Verdicts for a sequence of raw lines (numbered from 1), replay applied in receipt order.
@@ -64,7 +65,7 @@ def check_lines(
             checked[line_no - 1] = Checked.unreadable(message)
     finals = resolve(checked, replay_window)
     return [
-        LineVerdict(n, "valid" if code is None else "rejected", code, detail)
+        LineVerdict(n, verdict_name(code), code, detail)
         for n, (code, detail) in enumerate(finals, start=1)
     ]
 

@@ -44,12 +44,17 @@ from snap_spark.protocol.jsonparse import json_type
 from snap_spark.protocol.keys import decode_p2tr, xonly_key
 from snap_spark.protocol.records import Record
 from snap_spark.protocol.signing import signature_input
+from snap_spark.protocol.verdict import (
+    DEFAULT_MAX_DRIFT,
+    is_replay_candidate,
+    stateless_verdict,
+    verdict_name,
+)
 
 REQUIRED_FIELDS = ("id", "version", "from", "type", "method", "payload", "timestamp")
 MESSAGE_TYPES = frozenset(("request", "response", "event"))
 MAX_PAYLOAD_BYTES = 1024 * 1024  # JCS(payload), constraints.md "Max 1 MB serialized"
 MAX_MESSAGE_BYTES = 10 * 1024 * 1024  # constraints.md "Single message (serialized JSON)"
-DEFAULT_MAX_DRIFT = 60
 
 # ECMAScript patterns: ``\d`` is ASCII only, so spell the classes out; fullmatch, never ``$``.
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -144,7 +149,7 @@ class Checked:
     @property
     def replay_candidate(self) -> bool:
         """True when checks 1–5 passed: the message can be a duplicate or be accepted."""
-        return self.pre_code is None
+        return is_replay_candidate(self.pre_code)
 
     @classmethod
     def unreadable(cls, reason: str) -> Checked:
@@ -156,15 +161,19 @@ class Checked:
     def verdict(self) -> str:
         """``"valid"`` or ``"rejected"`` by the stateless checks (replay needs a stream:
         :func:`snap_spark.protocol.replay.resolve`)."""
-        return "valid" if self.stateless_code is None else "rejected"
+        return verdict_name(self.stateless_code)
 
     @property
     def stateless_code(self) -> int | None:
-        return self.pre_code if self.pre_code is not None else self.auth_code
+        """The code of the first failing check other than replay (see
+        :mod:`snap_spark.protocol.verdict`)."""
+        return stateless_verdict(self.pre_code, self.pre_detail, self.auth_code,
+                                 self.auth_detail)[0]
 
     @property
     def stateless_detail(self) -> str:
-        return self.pre_detail if self.pre_code is not None else self.auth_detail
+        return stateless_verdict(self.pre_code, self.pre_detail, self.auth_code,
+                                 self.auth_detail)[1]
 
 
 def _is_number(value: Any) -> bool:

@@ -1,8 +1,9 @@
 """Arrow-batch verification: the per-line stateless checks of :mod:`snap_spark.protocol`.
 
-Spark calls :func:`check_batches` through ``DataFrame.mapInArrow``: whole Arrow batches in,
-whole Arrow batches out, no per-row JVM round trip. It adds no rule of its own: every
-verdict comes from :func:`snap_spark.protocol.validate.check_record`.
+:func:`check_columns` checks a batch of raw lines and returns their verdict columns as
+Python lists; :mod:`snap_spark.pipeline.checked` turns them into table rows inside Spark's
+Arrow tasks (whole batches in and out, no per-row JVM round trip). It adds no rule of its
+own: every verdict comes from :func:`snap_spark.protocol.validate.check_record`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import gc
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import pyarrow as pa
 
 from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.records import parse_line
@@ -25,37 +24,13 @@ from snap_spark.protocol.validate import (
     finish_verification,
 )
 
-#: Output of :func:`check_batches` (Arrow), one row per input line.
-CHECKED_FIELDS: list[pa.Field] = [
-    pa.field("source_file", pa.string(), False),
-    pa.field("line_no", pa.int64(), False),
-    pa.field("byte_len", pa.int64(), False),
-    pa.field("raw_text", pa.string()),
-    pa.field("raw_bytes", pa.binary()),  # only when the line is not valid UTF-8
-    pa.field("read_error", pa.string()),
-    pa.field("is_envelope", pa.bool_(), False),
-    pa.field("source", pa.string()),
-    pa.field("envelope_received_at", pa.float64()),
-    pa.field("received_at", pa.float64()),
-    pa.field("msg_id", pa.string()),
-    pa.field("version", pa.string()),
-    pa.field("sender", pa.string()),
-    pa.field("recipient", pa.string()),
-    pa.field("msg_type", pa.string()),
-    pa.field("method", pa.string()),
-    pa.field("timestamp", pa.int64()),
-    pa.field("has_sig", pa.bool_(), False),
-    pa.field("canonical_payload", pa.string()),
-    pa.field("task_id", pa.string()),
-    pa.field("context_id", pa.string()),
-    pa.field("task_state", pa.string()),
-    pa.field("pre_code", pa.int32()),
-    pa.field("pre_detail", pa.string()),
-    pa.field("auth_code", pa.int32()),
-    pa.field("auth_detail", pa.string()),
-    pa.field("needs_clock", pa.bool_(), False),
-]
-CHECKED_SCHEMA = pa.schema(CHECKED_FIELDS)
+#: The columns :func:`check_columns` returns, one value per line.
+VERDICT_COLUMNS = (
+    "is_envelope", "source", "envelope_received_at", "received_at", "msg_id", "version",
+    "sender", "recipient", "msg_type", "method", "timestamp", "has_sig",
+    "canonical_payload", "task_id", "context_id", "task_state", "pre_code", "pre_detail",
+    "auth_code", "auth_detail", "needs_clock",
+)
 
 
 def _task_fields(checked: Checked) -> tuple[str | None, str | None, str | None]:
@@ -75,11 +50,6 @@ def _task_fields(checked: Checked) -> tuple[str | None, str | None, str | None]:
         )
     task_id = payload.get("taskId")
     return (task_id if type(task_id) is str else None), None, None
-
-
-#: The verdict columns of :func:`check_columns` (everything of :data:`CHECKED_FIELDS` that
-#: is not about the line's bytes or position).
-VERDICT_COLUMNS = tuple(f.name for f in CHECKED_FIELDS[6:])
 
 
 @contextlib.contextmanager
@@ -190,30 +160,6 @@ def line_text(raws: list[bytes | None]) -> tuple[list[str | None], list[bytes | 
     return texts, exact
 
 
-def check_rows(
-    files: list[str],
-    line_nos: list[int],
-    raws: list[bytes | None],
-    read_errors: list[str | None],
-    clock: ReceiptClock,
-    max_drift: float,
-    verify_threads: int = 1,
-) -> dict[str, list[Any]]:
-    """Check a batch of lines given as Python lists; return every :data:`CHECKED_FIELDS`
-    column (:func:`check_columns` plus the line's position, size and text)."""
-    texts, exact = line_text(raws)
-    cols: dict[str, list[Any]] = {
-        "source_file": files,
-        "line_no": line_nos,
-        "byte_len": [0 if raw is None else len(raw) for raw in raws],
-        "raw_text": texts,
-        "raw_bytes": exact,
-        "read_error": read_errors,
-    }
-    cols.update(check_columns(raws, read_errors, clock, max_drift, verify_threads))
-    return cols
-
-
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -235,24 +181,3 @@ def _verify_all(checks: list[Checked], threads: int) -> None:
 def _finish_chunk(chunk: list[Checked]) -> None:
     for checked in chunk:
         finish_verification(checked)
-
-
-def check_batches(
-    batches: Iterator[pa.RecordBatch],
-    clock_spec: str,
-    clock_now: float,
-    max_drift: float,
-    verify_threads: int = 1,
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: lines (``source_file, line_no, raw, read_error``) → checks.
-
-    ``clock_spec``/``clock_now`` rebuild the :class:`ReceiptClock` on the executor with the
-    driver's notion of "now", so every task uses the same receipt time for bare lines.
-    """
-    clock = ReceiptClock.parse(clock_spec, now=clock_now)
-    for batch in batches:
-        data = batch.to_pydict()
-        errors = data.get("read_error") or [None] * batch.num_rows
-        cols = check_rows(data["source_file"], data["line_no"], data["raw"], errors, clock,
-                          max_drift, verify_threads)
-        yield pa.RecordBatch.from_pydict(cols, schema=CHECKED_SCHEMA)

@@ -19,6 +19,7 @@ from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 from snap_spark.sample import SampleConfig, generate
+from snap_spark.settings import VerifySettings
 from tests.lake.helpers import delta_rows
 from tests.unit.helpers import T0, envelope, message, signed
 
@@ -210,9 +211,10 @@ def test_bare_lines_need_a_clock_and_nothing_is_written(spark: Any, tmp_path: Pa
     with pytest.raises(MissingReceiptTime):
         run(spark, [str(path)], str(lake))
     assert not (lake / "messages").exists() and not (lake / "raw_messages").exists()
-    ok = run(spark, [str(path)], str(lake), bare_clock="message")
+    ok = run(spark, [str(path)], str(lake), VerifySettings(bare_clock="message"))
     assert ok.valid == 1
-    stale = run(spark, [str(path)], str(tmp_path / "lake2"), bare_clock=str(T0 + 600))
+    stale = run(spark, [str(path)], str(tmp_path / "lake2"),
+                VerifySettings(bare_clock=str(T0 + 600)))
     assert stale.counts == {2004: 1}
 
 

@@ -16,21 +16,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from snap_spark.pipeline.checked import (
+    apply_duplicates,
+    table_arrow_schema,
+)
+from snap_spark.pipeline.checked import (
+    seconds_to_timestamps as _seconds_to_ts,
+)
 from snap_spark.pipeline.land import (
     LANDED_SCHEMA,
     LandSpec,
-    _seconds_to_ts,
-    apply_duplicates,
     data_file,
     fold_landed,
     land_range,
-    table_arrow_schema,
     write_messages,
 )
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.replay import resolve
 from snap_spark.protocol.validate import Checked, ReceiptClock
+from snap_spark.settings import VerifySettings
 from tests.unit.helpers import ADDR_A, T0, envelope, signed
 
 LINES = [
@@ -51,8 +56,9 @@ def _spec(tmp_path: Path, path: Path, clock: str = "", raw: bool = True,
     return LandSpec(
         ingest_id="i" * 32, ingest_time_us=T0 * 1_000_000, file_keys={str(path): key},
         raw_keys=frozenset([key] if raw else []), msg_keys=frozenset([key] if msg else []),
-        raw_root=str(tmp_path / "raw"), staging=str(tmp_path / "staging"), clock_spec=clock,
-        batch_rows=3,  # several batches even for a few lines
+        raw_root=str(tmp_path / "raw"), staging=str(tmp_path / "staging"),
+        # several batches even for a few lines
+        settings=VerifySettings(bare_clock=clock, batch_rows=3, verify_threads=1),
     )
 
 

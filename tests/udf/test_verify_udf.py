@@ -1,22 +1,21 @@
-"""The Arrow-batch adapter: same verdicts as the protocol core, threads or not."""
+"""The batch checker and the row mapping: same verdicts as the protocol core, threads or not."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from snap_spark.pipeline.checked import RowMeta, check_lines, message_rows, raw_rows
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.validate import ReceiptClock, check_record
 from snap_spark.sample import SampleConfig, generate
-from snap_spark.udfs.verify import CHECKED_SCHEMA, check_batches, check_rows
+from snap_spark.settings import VerifySettings
+from snap_spark.udfs.verify import check_columns
 
 LINES = [line for line, _ in generate(SampleConfig(agents=6, messages=4000, seed=9,
                                                    attack_share=0.3))]
 
 
 def _cols(threads: int) -> dict[str, list[object]]:
-    n = len(LINES)
-    return check_rows(["f"] * n, list(range(1, n + 1)), list(LINES), [None] * n,
-                      ReceiptClock.refuse(), 60.0, verify_threads=threads)
+    return check_columns(list(LINES), [None] * len(LINES), ReceiptClock.refuse(), 60.0,
+                         verify_threads=threads)
 
 
 def test_threaded_verification_changes_nothing() -> None:
@@ -35,12 +34,17 @@ def test_rows_equal_the_protocol_core() -> None:
         assert cols["canonical_payload"][i] == ref.canonical_payload
 
 
-def test_check_batches_keeps_schema_and_rows() -> None:
-    batch = pa.RecordBatch.from_pydict({
-        "source_file": ["f"] * 3, "line_no": [1, 2, 3],
-        "raw": [LINES[0], b"\xff", None], "read_error": [None, None, "gzip cut"]})
-    out = list(check_batches(iter([batch]), "", 0.0, 60.0, verify_threads=2))
-    assert len(out) == 1 and out[0].schema == CHECKED_SCHEMA and out[0].num_rows == 3
-    rows = out[0].to_pylist()
-    assert rows[1]["raw_bytes"] == b"\xff" and rows[1]["pre_code"] == 1003
-    assert rows[2]["pre_code"] == 1003 and "gzip cut" in rows[2]["pre_detail"]
+def test_rows_keep_bad_bytes_and_read_errors() -> None:
+    checked = check_lines(VerifySettings(verify_threads=2), "f", [1, 2, 3],
+                          [LINES[0], b"\xff", None], [None, None, "gzip cut"])
+    meta = RowMeta("run", 0, "key")
+    raw = raw_rows(meta, checked).to_pylist()
+    msgs = message_rows(meta, checked).to_pylist()
+    assert [r["line_no"] for r in raw] == [r["line_no"] for r in msgs] == [1, 2, 3]
+    assert raw[1]["raw_bytes"] == b"\xff" and raw[0]["raw_bytes"] is None
+    assert raw[2]["read_error"] == "gzip cut"
+    assert msgs[1]["error_code"] == 1003 and msgs[1]["verdict"] == "rejected"
+    assert msgs[2]["error_code"] == 1003 and "gzip cut" in msgs[2]["error_detail"]
+    ref = check_record(parse_line(LINES[0]), ReceiptClock.refuse())
+    assert (msgs[0]["error_code"], msgs[0]["error_detail"] or "") == (
+        ref.stateless_code, ref.stateless_detail)

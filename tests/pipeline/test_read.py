@@ -1,10 +1,9 @@
-"""Tests for snap_spark.pipeline.source: one row per input line, exact bytes, exact numbers."""
+"""Tests for snap_spark.pipeline.read: one row per input line, exact bytes, exact numbers."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snap_spark.lines import _LineSplitter
-from snap_spark.pipeline import source
-from snap_spark.pipeline.source import (
+from snap_spark.pipeline import read as source
+from snap_spark.pipeline.read import (
     LINES_SCHEMA,
     iter_file_lines,
     iter_line_batches,
     list_input_files,
     read_lines,
-    register_data_source,
 )
 
 
@@ -180,12 +178,9 @@ def test_truncated_gzip_pure_python(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_schema_and_format_without_explicit_schema(spark: Any, tmp_path: Path) -> None:
+def test_schema_of_read_lines(spark: Any, tmp_path: Path) -> None:
     path = write(tmp_path / "a.jsonl", b"x\n")
-    assert read_lines(spark, [str(path)]).schema == LINES_SCHEMA
-    register_data_source(spark)
-    register_data_source(spark)  # idempotent
-    df = spark.read.format("snap_lines").option("paths", json.dumps([str(path)])).load()
+    df = read_lines(spark, [str(path)])
     assert df.schema == LINES_SCHEMA
     assert df.count() == 1
 

@@ -1,17 +1,15 @@
-"""Read NDJSON archives into one row per input line: exact bytes, 1-based line numbers.
+"""Read input files as line batches: the one read path of every snap-spark job.
 
-This is the bottom of the ingest path (ARCHITECTURE §3, *Input lines* and *Conservation*):
-every line of every input file becomes exactly one row, nothing is parsed, decoded,
-trimmed or dropped here. Parsing and verdicts happen downstream on ``raw``.
+Every line of every input file becomes exactly one row, nothing is parsed, decoded,
+trimmed or dropped here (ARCHITECTURE §3, *Input lines* and *Conservation*). Files are
+listed (:func:`list_input_files`) and cut into line ranges (:func:`plan_ranges`); a range
+is read as Arrow batches of ``(source_file, line_no, raw, byte_len, read_error)`` by
+:func:`iter_line_lists` / :func:`iter_line_batches`, on top of the Spark-free splitter in
+:mod:`snap_spark.lines`. The batch job's landing tasks (:mod:`snap_spark.pipeline.land`)
+and the notebook API (:func:`read_lines`, :mod:`snap_spark.pipeline.transforms`) both run
+on these ranges through :func:`over_ranges`.
 
-Two entry points split lines identically, because the Spark reader is built on the
-pure-Python one:
-
-- :func:`iter_file_lines` -- pure Python, used by the command-line checker;
-- :func:`read_lines` -- a PySpark 4.0 Python Data Source (``snap_lines``) that yields
-  Arrow record batches, one Spark partition per file.
-
-Line rules (both paths):
+Line rules:
 
 - lines end at ``b"\\n"`` only; the ``b"\\n"`` is not part of ``raw`` but everything else
   is, including a ``b"\\r"`` before it, invalid UTF-8, NUL bytes and very long lines;
@@ -30,15 +28,13 @@ task and, failing that, fails the job loudly.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -50,6 +46,7 @@ from pyspark.sql.types import (
 
 from snap_spark.lines import (
     INPUT_SUFFIXES,
+    LineRange,
     is_input_file_name,
     iter_file_lines,
     list_input_files,
@@ -60,23 +57,18 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DATA_SOURCE_NAME",
     "DEFAULT_BATCH_ROWS",
     "INPUT_SUFFIXES",
     "LINES_SCHEMA",
     "MAX_BATCH_BYTES",
-    "SnapLinesDataSource",
-    "SnapLinesReader",
     "is_input_file_name",
     "iter_file_lines",
     "iter_line_batches",
     "list_input_files",
+    "over_ranges",
+    "plan_ranges",
     "read_lines",
-    "register_data_source",
 ]
-
-#: Name the Data Source is registered under (``spark.read.format("snap_lines")``).
-DATA_SOURCE_NAME = "snap_lines"
 
 #: Lines per Arrow record batch handed from the Python reader to Spark.
 DEFAULT_BATCH_ROWS = 8192
@@ -207,124 +199,8 @@ def iter_line_batches(
 
 
 # --------------------------------------------------------------------------------------
-# The Spark Python Data Source
+# Planning: which task reads which lines
 # --------------------------------------------------------------------------------------
-
-
-class FilePartition(InputPartition):
-    """Whole lines of one input file (all of it, or a byte range): one Spark task."""
-
-    def __init__(
-        self, index: int, path: str, start: int = 0, end: int | None = None,
-        first_line: int = 1,
-    ) -> None:
-        super().__init__(path)
-        self.index = index
-        self.path = path
-        self.start = start
-        self.end = end
-        self.first_line = first_line
-
-
-class SnapLinesReader(DataSourceReader):
-    """Reads each file of a fixed list as one partition, in line order, as Arrow batches.
-
-    One partition per file means a single huge file is read by a single task (a gzip
-    stream cannot be split anyway); parallelism comes from having many files.
-    """
-
-    def __init__(
-        self, paths: list[str], batch_rows: int, max_batch_bytes: int, split_bytes: int = 0
-    ) -> None:
-        self.paths = paths
-        self.batch_rows = batch_rows
-        self.max_batch_bytes = max_batch_bytes
-        self.split_bytes = split_bytes
-
-    def partitions(self) -> list[InputPartition]:
-        """:class:`FilePartition` s in file then line order: one per file, or, with
-        ``split_bytes``, plain files larger than that cut at line boundaries
-        (:func:`snap_spark.lines.plan_line_ranges`) so that one big file uses every core."""
-        if not self.split_bytes:
-            return [FilePartition(index, path) for index, path in enumerate(self.paths)]
-        ranges = [r for path in self.paths for r in plan_line_ranges(path, self.split_bytes)]
-        return [
-            FilePartition(index, r.path, r.start, r.end, r.first_line)
-            for index, r in enumerate(ranges)
-        ]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Yield the file's lines as record batches (nothing when there are no files)."""
-        # With no files Spark still runs one task, with partition None.
-        if partition is None:
-            return
-        if not isinstance(partition, FilePartition):
-            raise TypeError(f"expected a FilePartition, got {partition!r}")
-        yield from iter_line_batches(
-            partition.path, self.batch_rows, self.max_batch_bytes,
-            start=partition.start, end=partition.end, first_line=partition.first_line,
-        )
-
-
-def _int_option(options: dict[str, str], key: str, default: int) -> int:
-    text = options.get(key)
-    if text is None:
-        return default
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"option {key!r} of {DATA_SOURCE_NAME} must be at least 1, got {value}")
-    return value
-
-
-class SnapLinesDataSource(DataSource):
-    """Python Data Source ``snap_lines``: one row per line of the listed files.
-
-    Options:
-        paths: JSON-encoded list of file paths, read as given (no folder expansion:
-            :func:`list_input_files` does that on the driver).
-        batch_rows: lines per Arrow batch (default :data:`DEFAULT_BATCH_ROWS`).
-        max_batch_bytes: raw bytes per Arrow batch (default :data:`MAX_BATCH_BYTES`).
-
-    :meth:`schema` is defined, so ``spark.read.format("snap_lines")`` needs no
-    ``.schema(...)``. Prefer :func:`read_lines`, which lists, registers and loads.
-    """
-
-    @classmethod
-    def name(cls) -> str:
-        """The short name used with ``spark.read.format``."""
-        return DATA_SOURCE_NAME
-
-    def schema(self) -> StructType:
-        """Always :data:`LINES_SCHEMA`."""
-        return LINES_SCHEMA
-
-    def reader(self, schema: StructType) -> SnapLinesReader:
-        """A reader over the files of the ``paths`` option."""
-        encoded = self.options.get("paths")
-        if encoded is None:
-            raise ValueError(f"{DATA_SOURCE_NAME} needs a 'paths' option (JSON list of files)")
-        paths = json.loads(encoded)
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise ValueError(f"{DATA_SOURCE_NAME} option 'paths' must be a JSON list of strings")
-        return SnapLinesReader(
-            paths,
-            batch_rows=_int_option(self.options, "batch_rows", DEFAULT_BATCH_ROWS),
-            max_batch_bytes=_int_option(self.options, "max_batch_bytes", MAX_BATCH_BYTES),
-            split_bytes=int(self.options.get("split_bytes", "0")),
-        )
-
-
-# Sessions this process has registered the data source with (registering again would
-# only replace it and log a warning).
-_registered_sessions: weakref.WeakSet[SparkSession] = weakref.WeakSet()
-
-
-def register_data_source(spark: SparkSession) -> None:
-    """Register ``snap_lines`` with ``spark``; calling it again is a no-op."""
-    if spark in _registered_sessions:
-        return
-    spark.dataSource.register(SnapLinesDataSource)
-    _registered_sessions.add(spark)
 
 
 def split_size(total_bytes: int, parallelism: int) -> int:
@@ -334,15 +210,55 @@ def split_size(total_bytes: int, parallelism: int) -> int:
     return max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, target))
 
 
-def plan_input(
-    spark: SparkSession, paths: Sequence[str], split_bytes: int | None
-) -> tuple[list[str], int]:
-    """List the input files and choose the range size (see :func:`split_size`)."""
-    files = list_input_files(paths)
+def plan_ranges(
+    spark: SparkSession, files: Sequence[str], split_bytes: int | None = None
+) -> list[LineRange]:
+    """Cut listed input files into the line ranges one task each reads.
+
+    ``split_bytes`` defaults to :func:`split_size` of the plain input for this session's
+    parallelism; ``0`` means one range per file. Gzip files are always one range. Ranges
+    follow file then line order.
+    """
     if split_bytes is None:
         plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
         split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
-    return files, split_bytes
+    if split_bytes == 0:
+        return [LineRange(path, 0, None, 1) for path in files]
+    return [r for path in files for r in plan_line_ranges(path, split_bytes)]
+
+
+def over_ranges(
+    spark: SparkSession,
+    ranges: Sequence[LineRange],
+    fn: Callable[[LineRange, int], Iterator[pa.RecordBatch]],
+    schema: StructType,
+) -> DataFrame:
+    """A DataFrame made by ``fn(range, index)`` for each range, one Spark task per range.
+
+    It is a ``mapInArrow`` over ``spark.range(len(ranges))`` with one partition per range:
+    Spark schedules the tasks, and no Data Source planning process runs per query.
+    """
+    count = max(1, len(ranges))
+    return spark.range(len(ranges), numPartitions=count).mapInArrow(
+        functools.partial(_map_ranges, list(ranges), fn), schema
+    )
+
+
+def _map_ranges(
+    ranges: Sequence[LineRange],
+    fn: Callable[[LineRange, int], Iterator[pa.RecordBatch]],
+    batches: Iterable[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            yield from fn(ranges[index], index)
+
+
+def _range_lines(
+    batch_rows: int, max_batch_bytes: int, part: LineRange, _index: int
+) -> Iterator[pa.RecordBatch]:
+    yield from iter_line_batches(part.path, batch_rows, max_batch_bytes, start=part.start,
+                                 end=part.end, first_line=part.first_line)
 
 
 def read_lines(
@@ -357,13 +273,10 @@ def read_lines(
     Columns (:data:`LINES_SCHEMA`): ``source_file`` (absolute path), ``line_no`` (long,
     1-based), ``raw`` (binary, the line's exact bytes without its ``b"\\n"``; a ``b"\\r"``
     is kept), ``byte_len`` (int, ``len(raw)``), ``read_error`` (string, null on normal
-    rows). Files are listed now, on the driver, by :func:`list_input_files` (which raises
-    for a missing path). Plain files larger than ``split_bytes`` (default:
-    :func:`split_size` of the input for this session's parallelism; ``0`` means one task
-    per file) are cut at line boundaries into several partitions with exact line numbers;
-    a gzip file is always one task. Partitions follow file then line order. Lines travel
-    to the JVM as Arrow batches of ``batch_rows`` lines (capped at :data:`MAX_BATCH_BYTES`
-    of raw bytes).
+    rows). Files are listed now, on the driver (:func:`list_input_files` raises for a
+    missing path) and cut into ranges by :func:`plan_ranges`; each range is one task, and
+    partitions follow file then line order. Lines travel to the JVM as Arrow batches of
+    ``batch_rows`` lines (capped at :data:`MAX_BATCH_BYTES` of raw bytes).
 
     A corrupt or truncated ``.gz`` file yields the lines decoded before the damage plus
     one row with the next ``line_no``, ``raw``/``byte_len`` null and ``read_error`` set; it
@@ -377,12 +290,8 @@ def read_lines(
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
-    files, split_bytes = plan_input(spark, paths, split_bytes)
-    register_data_source(spark)
-    return (
-        spark.read.format(DATA_SOURCE_NAME)
-        .option("paths", json.dumps(files))
-        .option("batch_rows", str(batch_rows))
-        .option("split_bytes", str(split_bytes))
-        .load()
+    ranges = plan_ranges(spark, list_input_files(paths), split_bytes)
+    return over_ranges(
+        spark, ranges, functools.partial(_range_lines, batch_rows, MAX_BATCH_BYTES),
+        LINES_SCHEMA,
     )

@@ -1,0 +1,86 @@
+"""The final verdict of a message: one rule, used by every job, table and checker.
+
+The checks run in the order of ARCHITECTURE.md §3 and the first failure wins. They fall in
+three groups whose codes never overlap, so the stateless code alone says which group failed:
+
+- checks 1-5 (:data:`PRE_REPLAY_CODES`: 1003, 1004, 2005, 2004) need only the line;
+- check 6, replay (2006), needs the other accepted messages of the same ``(from, id)``;
+- checks 7-8 (:data:`POST_REPLAY_CODES`: 2002, 2001) need only the line again.
+
+So the final code is: the checks 1-5 code, else 2006 when the replay step says so, else the
+checks 7-8 code, else valid. A message is a *replay candidate* (it can be a duplicate, or be
+accepted and make later copies duplicates) exactly when checks 1-5 passed.
+
+Examples:
+    >>> final_verdict(None, "", (2006, "seen"), 2001, "bad sig")
+    (2006, 'seen')
+    >>> final_verdict(1003, "not JSON", (2006, "seen"), None, "")
+    (1003, 'not JSON')
+    >>> verdict_name(None), verdict_name(2001)
+    ('valid', 'rejected')
+    >>> is_replay_candidate(2002), is_replay_candidate(2004)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from snap_spark.protocol.errors import ErrorCode
+
+#: The ``verdict`` column's two values.
+VALID: Final = "valid"
+REJECTED: Final = "rejected"
+Verdict = Literal["valid", "rejected"]
+
+#: Spec defaults (``authentication.md``): ±60 s timestamp drift (exactly 60 passes), and a
+#: replay window of 120 s of receipt time (ids are tracked for at least that long).
+DEFAULT_MAX_DRIFT: Final = 60.0
+DEFAULT_REPLAY_WINDOW: Final = 120.0
+
+#: Codes of checks 1-5 (decided before replay) and 7-8 (after it).
+PRE_REPLAY_CODES: Final = frozenset((
+    int(ErrorCode.INVALID_MESSAGE),
+    int(ErrorCode.INVALID_PAYLOAD),
+    int(ErrorCode.IDENTITY_INVALID),
+    int(ErrorCode.TIMESTAMP_EXPIRED),
+))
+POST_REPLAY_CODES: Final = frozenset((
+    int(ErrorCode.SIGNATURE_MISSING),
+    int(ErrorCode.SIGNATURE_INVALID),
+))
+DUPLICATE: Final = int(ErrorCode.DUPLICATE_MESSAGE)
+
+
+def verdict_name(code: int | None) -> Verdict:
+    """``"valid"`` for no error code, else ``"rejected"``."""
+    return VALID if code is None else REJECTED
+
+
+def stateless_verdict(
+    pre_code: int | None, pre_detail: str, auth_code: int | None, auth_detail: str
+) -> tuple[int | None, str]:
+    """``(code, detail)`` from the checks that need only the line (1-5, then 7-8)."""
+    if pre_code is not None:
+        return pre_code, pre_detail
+    return auth_code, auth_detail if auth_code is not None else ""
+
+
+def final_verdict(
+    pre_code: int | None,
+    pre_detail: str,
+    replay: tuple[int, str] | None,
+    auth_code: int | None,
+    auth_detail: str,
+) -> tuple[int | None, str]:
+    """``(code, detail)`` of a message: checks 1-5, then replay (``(2006, detail)`` or
+    ``None``), then checks 7-8. ``detail`` is ``""`` for a valid message."""
+    if pre_code is None and replay is not None:
+        return replay
+    return stateless_verdict(pre_code, pre_detail, auth_code, auth_detail)
+
+
+def is_replay_candidate(stateless_code: int | None) -> bool:
+    """True when checks 1-5 passed, given the stateless code (or the final code of a row
+    that is not a 2006): the message takes part in the replay step."""
+    return stateless_code is None or stateless_code in POST_REPLAY_CODES
