@@ -41,9 +41,9 @@ def _add_check(sub: Any) -> None:
             "always passes), or unix seconds. Without it, a bare line is an error."
         ),
     )
-    p.add_argument("--max-drift", type=float, default=60.0,
+    p.add_argument("--max-drift", default="60",
                    help="allowed |received_at - timestamp| in seconds (default 60)")
-    p.add_argument("--replay-window", type=float, default=120.0,
+    p.add_argument("--replay-window", default="120",
                    help="seconds an accepted (from, id) blocks repeats (default 120)")
     p.add_argument("--output", "-o", default="-", help="where to write verdict lines (default -)")
     p.add_argument("--summary-only", action="store_true",
@@ -71,12 +71,15 @@ def _read_input(path: str) -> tuple[list[bytes | None], dict[int, str]]:
 def cmd_check(args: argparse.Namespace) -> int:
     from snap_spark.protocol.checker import check_lines
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+    from snap_spark.settings import SettingsError, VerifySettings
 
     try:
-        clock = ReceiptClock.parse(args.bare_clock)
-    except ValueError as exc:
+        settings = VerifySettings(max_drift=args.max_drift, replay_window=args.replay_window,
+                                  bare_clock=args.bare_clock).validated()
+    except SettingsError as exc:
         print(f"snap-spark check: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    clock = ReceiptClock.parse(settings.bare_clock)
     if args.file != "-" and not os.path.isfile(args.file):
         print(f"snap-spark check: no such file: {args.file}", file=sys.stderr)
         return EXIT_USAGE
@@ -84,7 +87,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     lines, read_errors = _read_input(args.file)
     try:
         verdicts = check_lines(
-            lines, clock, max_drift=args.max_drift, replay_window=args.replay_window,
+            lines, clock, max_drift=settings.max_drift, replay_window=settings.replay_window,
             read_errors=read_errors,
         )
     except MissingReceiptTime as exc:

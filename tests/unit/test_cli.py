@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from snap_spark.cli import main
 from tests.unit.helpers import ADDR_A, PRIV_A, T0, envelope, message, signed
 
 
@@ -95,3 +98,14 @@ def test_sign_refuses_a_key_that_is_not_from(tmp_path: Path) -> None:
 def test_help_explains_the_clock() -> None:
     proc = run("check", "--help")
     assert proc.returncode == 0 and b"--bare-clock" in proc.stdout
+
+
+@pytest.mark.parametrize("option", [["--max-drift", "nan"], ["--replay-window", "-1"],
+                                    ["--max-drift", "inf"], ["--bare-clock", "soon"]])
+def test_check_refuses_settings_that_would_change_verdicts(
+        option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"{}\n")
+    assert main(["check", str(path), *option]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and option[0].lstrip("-") in captured.err
