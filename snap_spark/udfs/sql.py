@@ -89,7 +89,6 @@ from snap_spark.protocol.validate import (
     MissingReceiptTime,
     ReceiptClock,
     check_record,
-    finish_verification,
 )
 
 if TYPE_CHECKING:
@@ -247,8 +246,7 @@ def _receipt_seconds(value: Any) -> float | str | None:
         if math.isfinite(seconds) and seconds >= 0:
             return seconds
         return f"received_at must be non-negative unix seconds, got {value!r}"
-    return (f"received_at must be unix seconds (a number), got {type(value).__name__}; "
-            "for a TIMESTAMP use unix_micros(ts) / 1e6")
+    return f"received_at must be unix seconds (a number), got {type(value).__name__}"
 
 
 def verify_lines(
@@ -264,7 +262,7 @@ def verify_lines(
     envelope's own ``received_at`` is the receipt time; ``received_at[i]`` is the receipt
     clock of a line without one. A bare line that passes checks 1–4 with no usable
     ``received_at[i]`` is rejected as 1003 with ``needs_clock`` set, as the batch job does
-    when no bare clock is chosen. Signatures are verified after the batch's other checks.
+    when no bare clock is chosen.
 
     Examples:
         >>> cols = verify_lines([b'{"received_at": 5, "message": 7}', None, 3], [None] * 3)
@@ -285,32 +283,29 @@ def _verify_batch(raws: list[Any], received_at: list[Any], max_drift: float
     clock_missing: list[bool] = []
     for raw, receipt in zip(raws, received_at, strict=True):
         line = _line_bytes(raw)
-        if type(line) is str:
+        if isinstance(line, str):
             checks.append(Checked(pre_code=int(ErrorCode.INVALID_MESSAGE), pre_detail=line))
             envelopes.append(False)
             clock_missing.append(False)
             continue
-        assert type(line) is bytes
         record = parse_line(line)
         seconds = _receipt_seconds(receipt)
         clock = refuse
-        if type(seconds) is float:
+        if isinstance(seconds, float):
             clock = clocks.get(seconds) or clocks.setdefault(
                 seconds, ReceiptClock("fixed", seconds))
         needs_clock = False
         try:
-            checked = check_record(record, clock, max_drift=max_drift, defer_verify=True)
+            checked = check_record(record, clock, max_drift=max_drift)
         except MissingReceiptTime:
             needs_clock = True
-            reason = seconds if type(seconds) is str else (
+            reason = seconds if isinstance(seconds, str) else (
                 "a bare message line needs a receipt time: received_at is NULL "
                 "(pass unix seconds to check the timestamp drift)")
             checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE), pre_detail=reason)
         checks.append(checked)
         envelopes.append(record.is_envelope)
         clock_missing.append(needs_clock)
-    for checked in checks:
-        finish_verification(checked)
     codes = [c.stateless_code for c in checks]
     return {
         "verdict": [c.verdict for c in checks],

@@ -226,6 +226,24 @@ def test_timestamp_receipt_time_casts_to_seconds(sql: Any) -> None:
     assert (v.verdict, v.received_at) == ("valid", T0 + 30)
 
 
+def test_receipt_values_of_any_type() -> None:
+    """The batch function behind the UDF takes any cell type: a usable number is the clock,
+    anything else is no clock, with the reason."""
+    from decimal import Decimal
+
+    import numpy as np
+
+    bare = _message_line(signed())
+    clocks: list[Any] = [Decimal(T0), np.float64(T0 + 1), np.int64(T0 + 2), True, "soon",
+                         -1.0, float("inf"), None, float(T0 + 61)]
+    cols = sql_udfs.verify_lines([bare] * len(clocks), clocks)
+    assert cols["error_code"] == [None, None, None, 1003, 1003, 1003, 1003, 1003, 2004]
+    assert cols["received_at"][:3] == [T0, T0 + 1, T0 + 2]
+    assert cols["needs_clock"] == [False] * 3 + [True] * 5 + [False]
+    assert cols["error_detail"][3] == "received_at must be unix seconds (a number), got bool"
+    assert cols["error_detail"][5] == "received_at must be non-negative unix seconds, got -1.0"
+
+
 def _garbage() -> list[bytes | None]:
     deep = b"[" * 10_000 + b"]" * 10_000
     deep_payload = message(payload={"a": json.loads("[" * 500 + "]" * 500)})
