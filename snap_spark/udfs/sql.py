@@ -57,11 +57,9 @@ Examples:
 
 from __future__ import annotations
 
-import gc
 import math
 import numbers
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
@@ -78,18 +76,18 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode, SnapError
+from snap_spark.protocol.errors import ERROR_NAMES, SnapError
 from snap_spark.protocol.jcs import canonicalize
 from snap_spark.protocol.jsonparse import loads
 from snap_spark.protocol.keys import decode_p2tr, xonly_key
-from snap_spark.protocol.records import parse_line
-from snap_spark.protocol.validate import (
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.protocol.verdict import (
     DEFAULT_MAX_DRIFT,
-    Checked,
-    MissingReceiptTime,
-    ReceiptClock,
-    check_record,
+    is_replay_candidate,
+    stateless_verdict,
+    verdict_name,
 )
+from snap_spark.udfs.verify import check_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -206,20 +204,6 @@ def canonicalize_texts(values: list[Any]) -> list[str | None]:
 # ------------------------------------------------------------------ verification
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector around one batch: checking makes many small acyclic
-    objects that reference counting frees, and rescanning them costs about a quarter of the
-    time (measured for :mod:`snap_spark.udfs.verify`, which does the same)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _line_bytes(value: Any) -> bytes | str:
     """The raw bytes of a ``raw_line`` cell, or the reason it has none (a ``str``)."""
     if type(value) is bytes:
@@ -270,62 +254,45 @@ def verify_lines(
         ([1003, 1003, 1003], ['message is not a JSON object but number', 'raw_line is NULL', \
 'raw_line must be STRING or BINARY, got int'])
     """
-    with _gc_paused():
-        return _verify_batch(raws, received_at, max_drift)
-
-
-def _verify_batch(raws: list[Any], received_at: list[Any], max_drift: float
-                  ) -> dict[str, list[Any]]:
+    lines = [_line_bytes(value) for value in raws]
+    seconds = [_receipt_seconds(value) for value in received_at]
     refuse = ReceiptClock.refuse()
-    clocks: dict[float, ReceiptClock] = {}
-    checks: list[Checked] = []
-    envelopes: list[bool] = []
-    clock_missing: list[bool] = []
-    for raw, receipt in zip(raws, received_at, strict=True):
-        line = _line_bytes(raw)
+    fixed: dict[float, ReceiptClock] = {}
+    clocks = [fixed.setdefault(at, ReceiptClock("fixed", at)) if isinstance(at, float)
+              else refuse for at in seconds]
+    # A cell that is no line at all is refused like an unreadable line, with its own reason.
+    cols = check_columns([None if isinstance(line, str) else line for line in lines],
+                         [line if isinstance(line, str) else None for line in lines],
+                         clocks, max_drift)
+    details: list[str | None] = []
+    for i, line in enumerate(lines):
+        pre, pre_detail = cols["pre_code"][i], cols["pre_detail"][i]
         if isinstance(line, str):
-            checks.append(Checked(pre_code=int(ErrorCode.INVALID_MESSAGE), pre_detail=line))
-            envelopes.append(False)
-            clock_missing.append(False)
-            continue
-        record = parse_line(line)
-        seconds = _receipt_seconds(receipt)
-        clock = refuse
-        if isinstance(seconds, float):
-            clock = clocks.get(seconds) or clocks.setdefault(
-                seconds, ReceiptClock("fixed", seconds))
-        needs_clock = False
-        try:
-            checked = check_record(record, clock, max_drift=max_drift)
-        except MissingReceiptTime:
-            needs_clock = True
-            reason = seconds if isinstance(seconds, str) else (
+            pre_detail = line
+        elif cols["needs_clock"][i]:
+            at = seconds[i]
+            pre_detail = at if isinstance(at, str) else (
                 "a bare message line needs a receipt time: received_at is NULL "
                 "(pass unix seconds to check the timestamp drift)")
-            checked = Checked(pre_code=int(ErrorCode.INVALID_MESSAGE), pre_detail=reason)
-        checks.append(checked)
-        envelopes.append(record.is_envelope)
-        clock_missing.append(needs_clock)
-    codes = [c.stateless_code for c in checks]
+        cols["pre_detail"][i] = pre_detail
+        details.append(stateless_verdict(pre, pre_detail or "", cols["auth_code"][i],
+                                         cols["auth_detail"][i] or "")[1] or None)
+    codes = [stateless_verdict(pre, "", auth, "")[0]
+             for pre, auth in zip(cols["pre_code"], cols["auth_code"], strict=True)]
     return {
-        "verdict": [c.verdict for c in checks],
+        "verdict": [verdict_name(code) for code in codes],
         "error_code": codes,
         "error_name": [None if code is None else ERROR_NAMES.get(code) for code in codes],
-        "error_detail": [c.stateless_detail or None for c in checks],
-        "replay_candidate": [c.replay_candidate for c in checks],
-        "needs_clock": clock_missing,
-        "is_envelope": envelopes,
-        "msg_id": [c.msg_id for c in checks],
-        "version": [c.version for c in checks],
-        "sender": [c.sender for c in checks],
-        "recipient": [c.recipient for c in checks],
-        "msg_type": [c.msg_type for c in checks],
-        "method": [c.method for c in checks],
-        "timestamp": [c.timestamp for c in checks],
-        "received_at": [c.received_at for c in checks],
-        "has_sig": [c.has_sig for c in checks],
-        "canonical_payload": [c.canonical_payload for c in checks],
+        "error_detail": details,
+        "replay_candidate": [is_replay_candidate(pre) for pre in cols["pre_code"]],
+        **{name: cols[name] for name in _PASSED_THROUGH},
     }
+
+
+#: :func:`check_columns` outputs :func:`verify_lines` returns as they are.
+_PASSED_THROUGH = ("needs_clock", "is_envelope", "msg_id", "version", "sender", "recipient",
+                   "msg_type", "method", "timestamp", "received_at", "has_sig",
+                   "canonical_payload")
 
 
 def _frame(cols: dict[str, list[Any]], names: tuple[str, ...]) -> pd.DataFrame:

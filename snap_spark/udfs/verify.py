@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,7 +53,7 @@ def _task_fields(checked: Checked) -> tuple[str | None, str | None, str | None]:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector around one batch.
 
     Checking allocates many small, acyclic objects (parsed JSON, check results) that
@@ -72,17 +72,20 @@ def _gc_paused() -> Iterator[None]:
 def check_columns(
     raws: list[bytes | None],
     read_errors: list[str | None],
-    clock: ReceiptClock,
+    clock: ReceiptClock | Sequence[ReceiptClock],
     max_drift: float,
     verify_threads: int = 1,
 ) -> dict[str, list[Any]]:
     """Check a batch of lines; return the :data:`VERDICT_COLUMNS` as Python lists.
 
+    ``clock`` gives the receipt time of bare lines: one clock for the batch, or one per
+    line (SQL callers pass each row's own ``received_at``).
+
     Signature verification (check 8) runs after the other checks of the batch, on
     ``verify_threads`` threads when more than one: libsecp256k1 releases the GIL, so a task
     that has more cores than Spark gives it slots can use them (see bench/README.md).
     """
-    with _gc_paused():
+    with gc_paused():
         # The batch's parsed lines die when _check_batch returns, before the collector is
         # back on; only the output lists (of untracked scalars) outlive it.
         return _check_batch(raws, read_errors, clock, max_drift, verify_threads)
@@ -91,21 +94,22 @@ def check_columns(
 def _check_batch(
     raws: list[bytes | None],
     read_errors: list[str | None],
-    clock: ReceiptClock,
+    clock: ReceiptClock | Sequence[ReceiptClock],
     max_drift: float,
     verify_threads: int,
 ) -> dict[str, list[Any]]:
     records = []
     checks: list[Checked] = []
     clock_missing: list[bool] = []
-    for raw, read_error in zip(raws, read_errors, strict=True):
+    clocks = [clock] * len(raws) if isinstance(clock, ReceiptClock) else clock
+    for raw, read_error, line_clock in zip(raws, read_errors, clocks, strict=True):
         record = parse_line(raw)
         needs_clock = False
         if read_error is not None:
             checked = Checked.unreadable(read_error)
         else:
             try:
-                checked = check_record(record, clock, max_drift=max_drift,
+                checked = check_record(record, line_clock, max_drift=max_drift,
                                        defer_verify=True)
             except MissingReceiptTime as exc:
                 needs_clock = True
