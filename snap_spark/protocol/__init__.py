@@ -19,7 +19,16 @@ from snap_spark.protocol.keys import (
     tweak_private_key,
     tweak_public_key,
 )
-from snap_spark.protocol.replay import ReplayWindow, resolve
+from snap_spark.protocol.replay import (
+    EMPTY_STATE,
+    ReplayCandidate,
+    ReplayDecision,
+    ReplayKeyState,
+    ReplayVerdict,
+    expire,
+    replay_step,
+    resolve,
+)
 from snap_spark.protocol.signing import sign_message, signature_input, verify_message
 from snap_spark.protocol.tasks import TaskReport, TaskState, extract_report, fold_task
 from snap_spark.protocol.validate import (
@@ -31,6 +40,7 @@ from snap_spark.protocol.validate import (
 )
 
 __all__ = [
+    "EMPTY_STATE",
     "ERROR_NAMES",
     "P2TR",
     "Checked",
@@ -38,7 +48,10 @@ __all__ = [
     "LineVerdict",
     "MissingReceiptTime",
     "ReceiptClock",
-    "ReplayWindow",
+    "ReplayCandidate",
+    "ReplayDecision",
+    "ReplayKeyState",
+    "ReplayVerdict",
     "SnapError",
     "TaskReport",
     "TaskState",
@@ -47,11 +60,13 @@ __all__ = [
     "check_message",
     "check_record",
     "decode_p2tr",
+    "expire",
     "extract_report",
     "fold_task",
     "internal_pubkey",
     "is_valid_p2tr",
     "p2tr_address",
+    "replay_step",
     "resolve",
     "sign_message",
     "signature_input",
