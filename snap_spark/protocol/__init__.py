@@ -30,7 +30,16 @@ from snap_spark.protocol.replay import (
     resolve,
 )
 from snap_spark.protocol.signing import sign_message, signature_input, verify_message
-from snap_spark.protocol.tasks import TaskReport, TaskState, extract_report, fold_task
+from snap_spark.protocol.tasks import (
+    TaskEvent,
+    TaskFields,
+    TaskReport,
+    TaskState,
+    extract_report,
+    fold_task,
+    task_fields,
+    task_step,
+)
 from snap_spark.protocol.validate import (
     Checked,
     MissingReceiptTime,
@@ -53,6 +62,8 @@ __all__ = [
     "ReplayKeyState",
     "ReplayVerdict",
     "SnapError",
+    "TaskEvent",
+    "TaskFields",
     "TaskReport",
     "TaskState",
     "canonicalize",
@@ -70,6 +81,8 @@ __all__ = [
     "resolve",
     "sign_message",
     "signature_input",
+    "task_fields",
+    "task_step",
     "tweak_private_key",
     "tweak_public_key",
     "verify_message",
