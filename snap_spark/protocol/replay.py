@@ -15,6 +15,12 @@ The rule is written once, as an incremental step over one key's state
 The state is a :class:`ReplayKeyState`, which :meth:`~ReplayKeyState.to_plain` turns into
 JSON-able values for a state store row or a Delta column.
 
+A stream's state processor keyed by ``(from, id)`` steps each candidate (``ref`` naming
+its row, ``order`` its input position, e.g. ``(source_file, line_no)``), writes the
+decision for that row and for every ``changed`` row (a row that is no longer a 2006 gets
+back its own check-7/8 code and detail), and at each watermark calls :func:`expire` and
+deletes keys left empty. ``window`` must be the same in every call for a key.
+
 Examples:
     >>> state, window = EMPTY_STATE, 120
     >>> decision, state = replay_step(state, ReplayCandidate(10.0, None, "line 1"), window)
