@@ -19,9 +19,27 @@ from snap_spark.protocol.keys import (
     tweak_private_key,
     tweak_public_key,
 )
-from snap_spark.protocol.replay import ReplayWindow, resolve
+from snap_spark.protocol.replay import (
+    EMPTY_STATE,
+    ReplayCandidate,
+    ReplayDecision,
+    ReplayKeyState,
+    ReplayVerdict,
+    expire,
+    replay_step,
+    resolve,
+)
 from snap_spark.protocol.signing import sign_message, signature_input, verify_message
-from snap_spark.protocol.tasks import TaskReport, TaskState, extract_report, fold_task
+from snap_spark.protocol.tasks import (
+    TaskEvent,
+    TaskFields,
+    TaskReport,
+    TaskState,
+    extract_report,
+    fold_task,
+    task_fields,
+    task_step,
+)
 from snap_spark.protocol.validate import (
     Checked,
     MissingReceiptTime,
@@ -31,6 +49,7 @@ from snap_spark.protocol.validate import (
 )
 
 __all__ = [
+    "EMPTY_STATE",
     "ERROR_NAMES",
     "P2TR",
     "Checked",
@@ -38,8 +57,13 @@ __all__ = [
     "LineVerdict",
     "MissingReceiptTime",
     "ReceiptClock",
-    "ReplayWindow",
+    "ReplayCandidate",
+    "ReplayDecision",
+    "ReplayKeyState",
+    "ReplayVerdict",
     "SnapError",
+    "TaskEvent",
+    "TaskFields",
     "TaskReport",
     "TaskState",
     "canonicalize",
@@ -47,14 +71,18 @@ __all__ = [
     "check_message",
     "check_record",
     "decode_p2tr",
+    "expire",
     "extract_report",
     "fold_task",
     "internal_pubkey",
     "is_valid_p2tr",
     "p2tr_address",
+    "replay_step",
     "resolve",
     "sign_message",
     "signature_input",
+    "task_fields",
+    "task_step",
     "tweak_private_key",
     "tweak_public_key",
     "verify_message",

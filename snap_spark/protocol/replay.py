@@ -1,69 +1,401 @@
 """Replay protection (check 6): a repeat of an *accepted* ``(from, id)`` within the window.
 
-Only accepted messages enter the store, so a forged copy (bad signature) seen first never
-shadows the genuine message. Messages are taken in receipt order (ties: input order).
-A repeat whose receipt time is at most ``window`` seconds after the accepted one is a 2006
+The rule, per key ``(from, id)``, over the messages that passed checks 1–5 (*candidates*)
+taken in receipt order (``received_at``, ties in input order): a candidate is a 2006 when an
+accepted candidate of the same key has receipt time ``a`` with ``received_at - a <= window``
 (``authentication.md`` asks to track ids for *at least* 120 s, so exactly 120 s is still a
-duplicate). The drift check runs first, so with ±60 s drift a repeat more than 120 s later
-is always a 2004 before it could be a 2006.
+duplicate). Otherwise it is accepted when its check-7/8 code is ``None``, and keeps that
+code, unaccepted, when not: a forged copy seen first never shadows the genuine message. A
+duplicate does not refresh the accepted time. The drift check runs first, so with ±60 s
+drift a repeat more than 120 s later is always a 2004 before it could be a 2006.
+
+The rule is written once, as an incremental step over one key's state
+(:func:`replay_step`, :func:`expire`), so a batch fold (:func:`resolve`,
+:func:`replayed_rows`), a stream's state processor and a full rebuild run the same code.
+The state is a :class:`ReplayKeyState`, which :meth:`~ReplayKeyState.to_plain` turns into
+JSON-able values for a state store row or a Delta column.
+
+A stream's state processor keyed by ``(from, id)`` steps each candidate (``ref`` naming
+its row, ``order`` its input position, e.g. ``(source_file, line_no)``), writes the
+decision for that row and for every ``changed`` row (a row that is no longer a 2006 gets
+back its own check-7/8 code and detail), and at each watermark calls :func:`expire` and
+deletes keys left empty. ``window`` must be the same in every call for a key.
 
 Examples:
-    >>> w = ReplayWindow(120)
-    >>> w.first_seen("bc1p...", "m1", 10.0) is None
+    >>> state, window = EMPTY_STATE, 120
+    >>> decision, state = replay_step(state, ReplayCandidate(10.0, None, "line 1"), window)
+    >>> decision.duplicate_of is None
     True
-    >>> w.accept("bc1p...", "m1", 10.0)
-    >>> w.first_seen("bc1p...", "m1", 130.0)
+    >>> decision, state = replay_step(state, ReplayCandidate(130.0, None, "line 2"), window)
+    >>> decision.duplicate_of
     10.0
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from snap_spark.protocol.errors import ErrorCode, fmt_seconds
 from snap_spark.protocol.validate import Checked
 
 DEFAULT_WINDOW = 120
 
+#: A JSON-able value: what state and row references are made of.
+Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | None"
 
-class ReplayWindow:
-    """Accepted ``(from, id)`` → receipt time, for messages offered in receipt order."""
+#: Tiebreak between candidates of one key with equal receipt times, in input order, e.g.
+#: ``(source_file, line_no)``. Candidates of one key must use tuples of the same shape.
+Order: TypeAlias = tuple[int | float | str, ...]
 
-    def __init__(self, window: float = DEFAULT_WINDOW) -> None:
-        self.window = window
-        self._accepted: dict[tuple[str, str], float] = {}
-        self._since_purge = 0
+_DUPLICATE = int(ErrorCode.DUPLICATE_MESSAGE)
 
-    def first_seen(self, sender: str, msg_id: str, received_at: float) -> float | None:
-        """Receipt time of the accepted original if this is a duplicate, else ``None``."""
-        seen = self._accepted.get((sender, msg_id))
-        if seen is not None and received_at - seen <= self.window:
-            return seen
-        return None
 
-    def accept(self, sender: str, msg_id: str, received_at: float) -> None:
-        """Record an accepted message (and now and then forget expired entries)."""
-        self._accepted[(sender, msg_id)] = received_at
-        self._since_purge += 1
-        if self._since_purge >= 50_000:
-            self.purge(received_at)
+class ReplayCandidate(NamedTuple):
+    """A message that passed checks 1–5, offered to the replay rule.
 
-    def purge(self, now: float) -> None:
-        """Forget entries that can no longer make anything a duplicate."""
-        self._accepted = {
-            key: seen for key, seen in self._accepted.items() if now - seen <= self.window
+    ``ref`` identifies its row for the caller (plain, e.g. ``[source_file, line_no]``; lists,
+    not tuples, survive a JSON round trip unchanged). ``order`` breaks ties of
+    ``received_at`` in input order; candidates with equal ``(received_at, order)`` are taken
+    in the order they are stepped.
+    """
+
+    received_at: float
+    auth_code: int | None  # first failure of checks 7-8, None when they pass
+    ref: Plain = None
+    order: Order = ()
+
+
+class ReplayVerdict(NamedTuple):
+    """A candidate and its current replay verdict."""
+
+    candidate: ReplayCandidate
+    #: Receipt time of the accepted copy this one duplicates; ``None``: not a duplicate.
+    duplicate_of: float | None
+
+    @property
+    def ref(self) -> Plain:
+        return self.candidate.ref
+
+    @property
+    def code(self) -> int | None:
+        """Final error code: 2006 for a duplicate, else the candidate's check-7/8 code."""
+        return _DUPLICATE if self.duplicate_of is not None else self.candidate.auth_code
+
+    def detail(self, window: float) -> str | None:
+        """The 2006 detail, or ``None`` when the row keeps its own (check 7/8) detail.
+
+        Examples:
+            >>> ReplayVerdict(ReplayCandidate(25.0, None), 10.0).detail(120)
+            'same (from, id) accepted 15s earlier (receipt time 10, window 120s)'
+        """
+        if self.duplicate_of is None:
+            return None
+        return duplicate_detail(self.duplicate_of, self.candidate.received_at, window)
+
+
+class ReplayDecision(NamedTuple):
+    """What one :func:`replay_step` decided."""
+
+    #: The stepped candidate's verdict: receipt time of the accepted copy it duplicates,
+    #: ``None`` when it is not a duplicate.
+    duplicate_of: float | None
+    #: Candidates stepped earlier whose verdict this one changed (a late, earlier-received
+    #: candidate re-decides its key), with their new verdicts; empty for in-order arrivals.
+    changed: tuple[ReplayVerdict, ...] = ()
+    #: False only for a candidate received before the key's horizon (see :func:`expire`).
+    exact: bool = True
+
+
+class ReplayKeyState(NamedTuple):
+    """Replay state of one ``(from, id)`` key; immutable, steps return a new one.
+
+    ``candidates`` are the kept candidates in fold order (``(received_at, order)``, then
+    step order) and ``duplicate_of`` their current verdicts, position by position.
+    ``anchor`` is the last accepted receipt time among candidates :func:`expire` dropped
+    (``None`` once it can no longer make anything a duplicate), ``horizon`` the watermark
+    below which candidates were dropped. ``last_accepted`` is the fold's accepted time after
+    all kept candidates (derived, so :meth:`to_plain` leaves it out).
+    """
+
+    candidates: tuple[ReplayCandidate, ...] = ()
+    duplicate_of: tuple[float | None, ...] = ()
+    anchor: float | None = None
+    horizon: float | None = None
+    last_accepted: float | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the state holds nothing: the key's state can be deleted."""
+        return not self.candidates and self.anchor is None
+
+    def verdicts(self) -> list[ReplayVerdict]:
+        """The kept candidates with their current verdicts, in fold order."""
+        return [ReplayVerdict(c, d) for c, d in zip(self.candidates, self.duplicate_of,
+                                                    strict=True)]
+
+    def to_plain(self) -> dict[str, Plain]:
+        """JSON-able form, for a state store row or a Delta column.
+
+        Examples:
+            >>> _, s = replay_step(EMPTY_STATE, ReplayCandidate(10.0, None, ["f", 1], ("f", 1)))
+            >>> s.to_plain()["candidates"], s.to_plain()["anchor"]
+            ([[10.0, None, ['f', 1], ['f', 1], None]], None)
+            >>> ReplayKeyState.from_plain(s.to_plain()) == s
+            True
+        """
+        return {
+            "candidates": [
+                [c.received_at, c.auth_code, c.ref, list(c.order), d]
+                for c, d in zip(self.candidates, self.duplicate_of, strict=True)
+            ],
+            "anchor": self.anchor,
+            "horizon": self.horizon,
         }
-        self._since_purge = 0
 
-    def __len__(self) -> int:
-        return len(self._accepted)
+    @classmethod
+    def from_plain(cls, plain: dict[str, Any]) -> ReplayKeyState:
+        """The state :meth:`to_plain` described (also after a JSON round trip)."""
+        candidates = tuple(
+            ReplayCandidate(float(at), code, ref, tuple(order))
+            for at, code, ref, order, _ in plain["candidates"]
+        )
+        duplicate_of = tuple(_float_or_none(row[4]) for row in plain["candidates"])
+        anchor = _float_or_none(plain["anchor"])
+        return cls(candidates, duplicate_of, anchor, _float_or_none(plain["horizon"]),
+                   _accepted_before(candidates, duplicate_of, len(candidates), anchor))
+
+
+EMPTY_STATE = ReplayKeyState()
+
+#: The decision of every in-order candidate that is not a duplicate (shared: no allocation).
+_FRESH = ReplayDecision(None, (), True)
+_NOT_SEEN = (None,)
+_tuple_new = tuple.__new__  # NamedTuple's own __new__ is twice as slow on the hot path
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _duplicate_of(accepted: float | None, received_at: float, window: float) -> float | None:
+    """The rule: the accepted receipt time a candidate duplicates, or ``None``."""
+    if accepted is not None and received_at - accepted <= window:
+        return accepted
+    return None
+
+
+def _accepted_before(candidates: tuple[ReplayCandidate, ...],
+                     duplicate_of: tuple[float | None, ...], end: int,
+                     anchor: float | None) -> float | None:
+    """The fold's accepted time just before position ``end``."""
+    for i in range(end - 1, -1, -1):
+        if duplicate_of[i] is None and candidates[i].auth_code is None:
+            return candidates[i].received_at
+    return anchor
+
+
+def _fold_key(candidate: ReplayCandidate) -> tuple[float, Order]:
+    return candidate.received_at, candidate.order
 
 
 def duplicate_detail(seen: float, received_at: float, window: float) -> str:
+    """The 2006 detail of a candidate received at ``received_at`` that repeats the copy
+    accepted at ``seen``.
+
+    Examples:
+        >>> duplicate_detail(10.0, 130.0, 120)
+        'same (from, id) accepted 120s earlier (receipt time 10, window 120s)'
+    """
     return (
         f"same (from, id) accepted {fmt_seconds(received_at - seen)}s earlier "
         f"(receipt time {fmt_seconds(seen)}, window {fmt_seconds(window)}s)"
     )
+
+
+def replay_step(state: ReplayKeyState, candidate: ReplayCandidate,
+                window: float = DEFAULT_WINDOW) -> tuple[ReplayDecision, ReplayKeyState]:
+    """Offer one candidate to its key's state: its verdict, changed verdicts, new state.
+
+    Candidates may arrive in any order. One that sorts after every kept candidate (the
+    common case) is decided against the last accepted time alone. One that sorts before
+    some (a late arrival) is inserted and the key re-folded from there, so every verdict
+    equals the batch fold over all the key's candidates in receipt order; the verdicts of
+    earlier candidates that changed are returned in ``changed`` (an accepted one can become
+    a 2006, and a former 2006 accepted in turn). Every candidate is kept until
+    :func:`expire` drops it.
+
+    A candidate received before ``state.horizon`` cannot be decided exactly (what it could
+    change was dropped): it is decided against ``state.anchor`` alone (a duplicate when the
+    anchor is at most ``window`` before it), not kept, changes nothing, and the decision
+    says ``exact=False``.
+
+    Examples:
+        >>> s = EMPTY_STATE
+        >>> d, s = replay_step(s, ReplayCandidate(100.0, None, "late copy"), 120)
+        >>> d.duplicate_of is None
+        True
+        >>> d, s = replay_step(s, ReplayCandidate(50.0, None, "original"), 120)
+        >>> d.duplicate_of is None, [(v.ref, v.code) for v in d.changed]
+        (True, [('late copy', 2006)])
+    """
+    candidates = state.candidates
+    received_at = candidate.received_at
+    horizon = state.horizon
+    if horizon is not None and received_at < horizon:
+        return _beyond_horizon(state, candidate, window), state
+    if candidates:
+        last = candidates[-1]
+        in_order = received_at > last.received_at or (
+            received_at == last.received_at and not candidate.order < last.order)
+        if not in_order:
+            return _refold(state, candidate, window)
+    accepted = state.last_accepted
+    seen = None if accepted is None else _duplicate_of(accepted, received_at, window)
+    if seen is None:
+        return _FRESH, _tuple_new(ReplayKeyState, (
+            (*candidates, candidate), state.duplicate_of + _NOT_SEEN, state.anchor, horizon,
+            received_at if candidate.auth_code is None else accepted))
+    return ReplayDecision(seen, (), True), _tuple_new(ReplayKeyState, (
+        (*candidates, candidate), (*state.duplicate_of, seen), state.anchor, horizon,
+        accepted))
+
+
+def _refold(state: ReplayKeyState, candidate: ReplayCandidate, window: float
+            ) -> tuple[ReplayDecision, ReplayKeyState]:
+    """Insert a late candidate and re-decide the kept candidates after it."""
+    candidates, old_seen = state.candidates, state.duplicate_of
+    n = len(candidates)
+    at = bisect_right(candidates, _fold_key(candidate), key=_fold_key)
+    accepted = _accepted_before(candidates, old_seen, at, state.anchor)
+    own = _duplicate_of(accepted, candidate.received_at, window)
+    old_accepted = accepted  # the fold's accepted time before the insertion, re-walked
+    if own is None and candidate.auth_code is None:
+        accepted = candidate.received_at
+    new_seen = [*old_seen[:at], own]
+    changed: list[ReplayVerdict] = []
+    i = at
+    # Once the new fold's accepted time equals the old one at the same point, every later
+    # verdict is unchanged: stop there.
+    while i < n and accepted != old_accepted:
+        other, was = candidates[i], old_seen[i]
+        if was is None and other.auth_code is None:
+            old_accepted = other.received_at
+        now = _duplicate_of(accepted, other.received_at, window)
+        if now is None and other.auth_code is None:
+            accepted = other.received_at
+        new_seen.append(now)
+        if now != was:
+            changed.append(ReplayVerdict(other, now))
+        i += 1
+    new_seen.extend(old_seen[i:])
+    new_state = ReplayKeyState(
+        (*candidates[:at], candidate, *candidates[at:]), tuple(new_seen), state.anchor,
+        state.horizon, accepted if i == n else state.last_accepted)
+    return ReplayDecision(own, tuple(changed), True), new_state
+
+
+def _beyond_horizon(state: ReplayKeyState, candidate: ReplayCandidate, window: float
+                    ) -> ReplayDecision:
+    anchor = state.anchor
+    seen = (_duplicate_of(anchor, candidate.received_at, window)
+            if anchor is not None and anchor <= candidate.received_at else None)
+    return ReplayDecision(seen, (), False)
+
+
+def expire(state: ReplayKeyState, watermark: float, window: float = DEFAULT_WINDOW
+           ) -> ReplayKeyState:
+    """Drop what no candidate received at or after ``watermark`` can need.
+
+    Candidates received before ``watermark`` are dropped (their verdicts are final); the
+    last accepted receipt time among them is kept as ``anchor`` while it is within
+    ``window`` of ``watermark``, and ``horizon`` becomes ``watermark``. The kept state thus
+    holds the candidates received in ``[watermark, newest]`` plus at most one anchor, so
+    its size depends on the traffic since the watermark, never on history. An empty result
+    (:attr:`ReplayKeyState.is_empty`) means the key can be deleted.
+
+    Exactness: if every candidate of the key received before ``watermark`` has been stepped
+    (``watermark`` is a true watermark), every later step for a candidate with
+    ``received_at >= watermark`` returns exactly the batch fold's verdicts (its own and the
+    changed ones). A candidate received before ``watermark`` is beyond that guarantee: while
+    the key has state it is flagged (``exact=False``, see :func:`replay_step`); once the key
+    was deleted it is indistinguishable from a first copy, so the caller must not send
+    candidates older than its watermark, or must re-decide their key from the full history.
+
+    Examples:
+        >>> s = EMPTY_STATE
+        >>> for at in (10.0, 100.0, 200.0):  # accepted, duplicate, accepted
+        ...     _, s = replay_step(s, ReplayCandidate(at, None), 120)
+        >>> s = expire(s, 120.0, 120)
+        >>> [c.received_at for c in s.candidates], s.anchor, s.horizon
+        ([200.0], 10.0, 120.0)
+        >>> expire(s, 201.0, 120).is_empty
+        False
+        >>> expire(s, 400.0, 120).is_empty
+        True
+    """
+    candidates, seen = state.candidates, state.duplicate_of
+    cut = bisect_left(candidates, watermark, key=lambda c: c.received_at)
+    anchor = _accepted_before(candidates, seen, cut, state.anchor)
+    # A candidate received at t >= watermark is a duplicate of anchor only if
+    # t - anchor <= window, which watermark - anchor > window rules out.
+    if anchor is not None and watermark - anchor > window:
+        anchor = None
+    if cut == 0 and anchor == state.anchor:
+        return state
+    if cut == len(candidates) and anchor is None:
+        return EMPTY_STATE
+    kept, kept_seen = candidates[cut:], seen[cut:]
+    horizon = watermark if state.horizon is None else max(state.horizon, watermark)
+    return ReplayKeyState(kept, kept_seen, anchor, horizon,
+                          _accepted_before(kept, kept_seen, len(kept), anchor))
+
+
+def _fold_runs(runs: Iterable[ReplayCandidate | list[ReplayCandidate]], window: float
+               ) -> list[tuple[int, float]]:
+    """``(row, duplicate_of)`` of the candidates that are 2006, by the step rule, sorted.
+
+    A run is one key's candidates in input order (a lone one not wrapped in a list: most
+    keys have one), each ``ref`` its row number. A run is folded in receipt order (ties in
+    input order), so every step is in order and the state is expired as it grows: memory is
+    bounded by the busiest key's traffic within one window.
+    """
+    out: list[tuple[int, float]] = []
+    step = replay_step
+    for run in runs:
+        if not isinstance(run, list):
+            # The step is still what decides, so a lone candidate follows the same rule.
+            decision, _ = step(EMPTY_STATE, run, window)
+            if decision.duplicate_of is not None:
+                out.append((cast(int, run.ref), decision.duplicate_of))
+            continue
+        run.sort(key=_received_at)  # stable: ties keep input order
+        state = EMPTY_STATE
+        for candidate in run:
+            decision, state = step(state, candidate, window)
+            if decision.duplicate_of is not None:
+                out.append((cast(int, candidate.ref), decision.duplicate_of))
+            if len(state.candidates) >= 64:
+                # In order: nothing received before this candidate is still to come.
+                state = expire(state, candidate.received_at, window)
+    out.sort()
+    return out
+
+
+def _add_to_run(runs: dict[Any, ReplayCandidate | list[ReplayCandidate]], key: Any,
+                candidate: ReplayCandidate) -> None:
+    run = runs.get(key)
+    if run is None:
+        runs[key] = candidate
+    elif isinstance(run, list):
+        run.append(candidate)
+    else:
+        runs[key] = [run, candidate]
+
+
+_received_at = itemgetter(0)  # of a ReplayCandidate
 
 
 def resolve(
@@ -73,27 +405,24 @@ def resolve(
 
     Items are processed in receipt order; equal receipt times keep the given order, so pass
     items in input order (file, line).
+
+    Examples:
+        >>> items = [Checked(sender="a", msg_id="m", received_at=at) for at in (10.0, 20.0)]
+        >>> [code for code, _ in resolve(items)]
+        [None, 2006]
     """
     results: list[tuple[int | None, str]] = [
         (item.stateless_code, item.stateless_detail) for item in items
     ]
-    order = sorted(
-        (i for i, item in enumerate(items) if item.replay_candidate),
-        key=lambda i: items[i].received_at or 0.0,
-    )
-    store = ReplayWindow(window)
-    for i in order:
-        item = items[i]
-        assert item.sender is not None and item.msg_id is not None
-        assert item.received_at is not None
-        seen = store.first_seen(item.sender, item.msg_id, item.received_at)
-        if seen is not None:
-            results[i] = (
-                int(ErrorCode.DUPLICATE_MESSAGE),
-                duplicate_detail(seen, item.received_at, window),
-            )
-        elif item.auth_code is None:
-            store.accept(item.sender, item.msg_id, item.received_at)
+    runs: dict[Any, ReplayCandidate | list[ReplayCandidate]] = {}
+    for row, item in enumerate(items):
+        if item.pre_code is None:  # a replay candidate: checks 1-5 passed
+            assert item.received_at is not None  # check 5 needed it
+            _add_to_run(runs, (item.sender, item.msg_id), _tuple_new(
+                ReplayCandidate, (item.received_at, item.auth_code, row, ())))
+    for row, seen in _fold_runs(runs.values(), window):
+        results[row] = (_DUPLICATE, duplicate_detail(seen, items[row].received_at or 0.0,
+                                                     window))
     return results
 
 
@@ -113,12 +442,11 @@ def replayed_rows(
         ...               [None, None, None])
         [(1, 'same (from, id) accepted 10s earlier (receipt time 10, window 120s)')]
     """
-    items = [
-        Checked(sender=sender, msg_id=msg_id, received_at=float(at), auth_code=code)
-        for sender, msg_id, at, code in zip(senders, msg_ids, received, auth_codes, strict=True)
-    ]
+    runs: dict[Any, ReplayCandidate | list[ReplayCandidate]] = {}
+    for row, (sender, msg_id, at, code) in enumerate(
+            zip(senders, msg_ids, received, auth_codes, strict=True)):
+        _add_to_run(runs, (sender, msg_id), _tuple_new(ReplayCandidate, (float(at), code, row, ())))
     return [
-        (i, detail)
-        for i, (code, detail) in enumerate(resolve(items, window))
-        if code == ErrorCode.DUPLICATE_MESSAGE
+        (row, duplicate_detail(seen, float(received[row]), window))
+        for row, seen in _fold_runs(runs.values(), window)
     ]
