@@ -38,10 +38,12 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple, TypeAlias, cast
 
-from snap_spark.protocol.errors import ErrorCode, fmt_seconds
+from snap_spark.protocol.errors import fmt_seconds
 from snap_spark.protocol.validate import Checked
+from snap_spark.protocol.verdict import DEFAULT_REPLAY_WINDOW, DUPLICATE
 
-DEFAULT_WINDOW = 120
+#: The spec's replay window (seconds of receipt time), kept under its old name too.
+DEFAULT_WINDOW = DEFAULT_REPLAY_WINDOW
 
 #: A JSON-able value: what state and row references are made of.
 Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | None"
@@ -50,7 +52,7 @@ Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | 
 #: ``(source_file, line_no)``. Candidates of one key must use tuples of the same shape.
 Order: TypeAlias = tuple[int | float | str, ...]
 
-_DUPLICATE = int(ErrorCode.DUPLICATE_MESSAGE)
+_DUPLICATE = DUPLICATE
 
 
 class ReplayCandidate(NamedTuple):

@@ -60,7 +60,7 @@ MESSAGES = StructType([
     _f("event_date", DateType(), False),  # partition: receipt date, else message date, else ingest
     _f("task_id", StringType()),
     _f("context_id", StringType()),
-    _f("task_state", StringType()),
+    _f("task_state", StringType()),  # state a response reports (one of the six), else null
     _f("has_sig", BooleanType(), False),
     _f("canonical_payload", StringType()),  # JCS(payload)
     _f("verdict", StringType(), False),  # "valid" | "rejected"

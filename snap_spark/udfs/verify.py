@@ -16,6 +16,7 @@ from typing import Any
 
 from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.records import parse_line
+from snap_spark.protocol.tasks import task_fields
 from snap_spark.protocol.validate import (
     Checked,
     MissingReceiptTime,
@@ -31,25 +32,6 @@ VERDICT_COLUMNS = (
     "canonical_payload", "task_id", "context_id", "task_state", "pre_code", "pre_detail",
     "auth_code", "auth_detail", "needs_clock",
 )
-
-
-def _task_fields(checked: Checked) -> tuple[str | None, str | None, str | None]:
-    """``(task_id, context_id, state)`` named by a message's payload, for slicing tables."""
-    payload = checked.payload
-    if type(payload) is not dict:
-        return None, None, None
-    task = payload.get("task")
-    if type(task) is dict:
-        status = task.get("status")
-        state = status.get("state") if type(status) is dict else None
-        task_id, context = task.get("id"), task.get("contextId")
-        return (
-            task_id if type(task_id) is str else None,
-            context if type(context) is str else None,
-            state if type(state) is str else None,
-        )
-    task_id = payload.get("taskId")
-    return (task_id if type(task_id) is str else None), None, None
 
 
 @contextlib.contextmanager
@@ -119,7 +101,7 @@ def _check_batch(
         checks.append(checked)
         clock_missing.append(needs_clock)
     _verify_all(checks, verify_threads)
-    tasks = [_task_fields(c) for c in checks]
+    tasks = [task_fields(c.msg_type, c.payload) for c in checks]
     return {
         "is_envelope": [r.is_envelope for r in records],
         "source": [r.source for r in records],
