@@ -41,6 +41,7 @@ import io
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from stat import S_ISREG
 from typing import BinaryIO, Literal, cast
 from urllib.parse import unquote
 
@@ -427,7 +428,7 @@ def file_size(location: str) -> int:
     """Size in bytes of a file.
 
     Raises:
-        FileNotFoundError: there is no file at ``location``.
+        FileNotFoundError: there is no file at ``location`` (or it is a folder).
 
     Examples:
         >>> file_size("/no/such/file.jsonl")
@@ -435,13 +436,42 @@ def file_size(location: str) -> int:
         ...
         FileNotFoundError: [Errno 2] No such file or directory: '/no/such/file.jsonl'
     """
+    return file_stat(location).size
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """Size and modification time of a file (what an ingest key is made of)."""
+
+    size: int
+    #: Nanoseconds since the epoch; ``None`` when the store reports none.
+    mtime_ns: int | None
+
+
+def file_stat(location: str) -> FileStat:
+    """Size and modification time of a file (``os.stat``'s values for local files).
+
+    Raises:
+        FileNotFoundError: there is no file at ``location``.
+
+    Examples:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        ...     _ = f.write(b"{}"); f.flush()
+        ...     file_stat(f.name).size
+        2
+    """
     if is_local(location):
-        return os.path.getsize(local_path(location))
+        path = local_path(location)
+        result = os.stat(path)
+        if not S_ISREG(result.st_mode):  # as on object stores: a folder is not a file
+            raise FileNotFoundError(errno.ENOENT, "not a regular file", location)
+        return FileStat(result.st_size, result.st_mtime_ns)
     filesystem, path = resolve(location)
     info = filesystem.get_file_info(path)
     if info.type != pafs.FileType.File or info.size is None:
         raise FileNotFoundError(errno.ENOENT, "no such file", location)
-    return int(info.size)
+    return FileStat(int(info.size), None if info.mtime_ns is None else int(info.mtime_ns))
 
 
 # --------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,13 @@ def test_helpers_behave_alike_locally_and_on_s3(root: str) -> None:
     assert storage.file_size(a) == 10
     with pytest.raises(FileNotFoundError):
         storage.file_size(storage.join(root, "nope.jsonl"))
+    stat = storage.file_stat(a)
+    assert stat.size == 10 and stat.mtime_ns is not None
+    assert abs(stat.mtime_ns / 1e9 - time.time()) < 600
+    with pytest.raises(FileNotFoundError):
+        storage.file_stat(storage.join(root, "sub"))  # a folder is not a file
+    with pytest.raises(FileNotFoundError):
+        storage.file_size(storage.join(root, "sub"))
 
     everything = storage.list_files(root)
     assert everything == sorted([a, nested, storage.join(root, "notes.txt")])
