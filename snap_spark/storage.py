@@ -3,18 +3,14 @@
 Every file snap-spark reads or writes outside Delta's own log goes through here, so local
 paths and object stores work alike (ARCHITECTURE §4). A *location* is one of:
 
-==========================  ===========================================  =====================
-location                    filesystem                                   path inside it
-==========================  ===========================================  =====================
-``data/in``, ``~/in``,      :class:`pyarrow.fs.LocalFileSystem`          absolute path, ``~``
-``/abs``, ``file:///abs``                                                expanded
-``s3://bkt/key``            :class:`pyarrow.fs.S3FileSystem` (settings   ``bkt/key``
-(also ``s3a://``,           from the AWS environment, see
-``s3n://``)                 :class:`S3Settings`)
-``gs://bkt/key``            :class:`pyarrow.fs.GcsFileSystem`            ``bkt/key``
-``abfs[s]://c@acct.dfs...``  :class:`pyarrow.fs.AzureFileSystem`          ``c/key``
-``hdfs://host:port/p``      :class:`pyarrow.fs.HadoopFileSystem`         ``/p``
-==========================  ===========================================  =====================
+- a local path (``data/in``, ``~/in``, ``/abs``) or ``file:`` URI: pyarrow's
+  ``LocalFileSystem``, the absolute path (``~`` expanded);
+- ``s3://bkt/key`` (also ``s3a://``, ``s3n://``): ``S3FileSystem`` with the settings of
+  :class:`S3Settings`, path ``bkt/key``;
+- ``gs://bkt/key``: ``GcsFileSystem``, path ``bkt/key``;
+- ``abfs[s]://container@account.dfs.core.windows.net/key``: ``AzureFileSystem``, path
+  ``container/key``;
+- ``hdfs://host:port/p``: ``HadoopFileSystem`` (needs a JVM and libhdfs), path ``/p``.
 
 Remote locations keep the scheme the caller gave (``s3a://`` stays ``s3a://``, so the
 ``source_file`` column shows what the user typed and a cluster's Hadoop S3A connector
@@ -62,7 +58,7 @@ REMOTE_SCHEMES: tuple[str, ...] = S3_SCHEMES + GCS_SCHEMES + AZURE_SCHEMES + HDF
 REMOTE_BUFFER_BYTES = 8 * 1024 * 1024
 
 #: Region used with a custom endpoint when none is configured (S3-compatible servers accept
-#: any; the AWS SDK and delta-rs both refuse an endpoint without a region).
+#: any; the AWS SDK wants one with an endpoint override).
 DEFAULT_ENDPOINT_REGION = "us-east-1"
 
 PathKind = Literal["file", "dir", "other", "missing"]

@@ -129,6 +129,10 @@ def test_merge_on_s3a(s3_spark: SparkSession, s3_prefix: str) -> None:
         {"task_id": "a", "n": 1}, {"task_id": "b", "n": 2}, {"task_id": "c", "n": 2}
     ]
     assert lake.txn_version(path, "fold") == 1
+    # files delta-rs wrote itself read back through Spark too
+    assert sorted(tuple(r) for r in lake.read(spark, path).collect()) == [
+        ("a", 1), ("b", 2), ("c", 2)
+    ]
 
 
 def test_stale_writers_never_overwrite_a_commit(s3: S3Server, s3_prefix: str) -> None:
