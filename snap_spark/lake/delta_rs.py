@@ -204,6 +204,8 @@ def _read_through_storage(
 
 def _partition_values(actions: pa.Table, partition_columns: Sequence[str]) -> list[tuple[Any, ...]]:
     """Each file's partition values, typed (delta-rs parses the log's strings)."""
+    if not partition_columns:  # delta-rs then has no "partition" column at all
+        return [()] * actions.num_rows
     rows = actions.column("partition").to_pylist()
     return [tuple(row[c] for c in partition_columns) for row in rows]
 
