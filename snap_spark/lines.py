@@ -10,17 +10,24 @@ A corrupt or truncated ``.gz`` file yields the lines decoded before the damage, 
 record with the next line number, ``raw = None`` and a ``read_error`` saying what failed.
 Other I/O errors are raised. This module imports no Spark: the command-line checker and the
 Spark Data Source (:mod:`snap_spark.pipeline.source`) both use it.
+
+Files are local paths or any location :mod:`snap_spark.storage` opens (``s3a://bkt/in``,
+``gs://...``): local files are read with plain ``os``/``io`` calls as before (the fast path),
+remote objects through pyarrow in large ranged reads; both split exactly alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import io
-import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+from snap_spark import storage
 
 #: File name endings read from folders (compared case-insensitively).
 INPUT_SUFFIXES: tuple[str, ...] = (
@@ -34,6 +41,9 @@ INPUT_SUFFIXES: tuple[str, ...] = (
 
 #: Bytes requested from a file per read call; memory use is about this plus the longest line.
 READ_CHUNK_BYTES = 1024 * 1024
+
+#: Bytes per read from a remote object: each read is one ranged request, so fewer, larger.
+REMOTE_READ_CHUNK_BYTES = storage.REMOTE_BUFFER_BYTES
 
 # What a damaged gzip stream raises while being read: a bad header or CRC
 # (BadGzipFile), a stream that stops early (EOFError), bad deflate data (zlib.error).
@@ -57,73 +67,48 @@ def is_input_file_name(path: str) -> bool:
     return path.lower().endswith(INPUT_SUFFIXES)
 
 
-def _is_hidden(name: str) -> bool:
-    """Hidden by the Hadoop/Spark convention: ``.git``, ``_SUCCESS``, ``_delta_log``."""
-    return name.startswith((".", "_"))
-
-
-def _raise_walk_error(error: OSError) -> None:
-    """``os.walk`` ignores unreadable folders by default; an input must never vanish so."""
-    raise error
-
-
-def _walk_folder(folder: str) -> Iterator[str]:
-    """Input files under ``folder``, recursively, skipping hidden files and folders.
-
-    Symbolic links to folders are followed, each real folder visited once (no cycles).
-    """
-    seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(
-        folder, followlinks=True, onerror=_raise_walk_error
-    ):
-        real = os.path.realpath(dirpath)
-        if real in seen:
-            dirnames[:] = []
-            continue
-        seen.add(real)
-        dirnames[:] = [name for name in dirnames if not _is_hidden(name)]
-        for name in filenames:
-            if _is_hidden(name) or not is_input_file_name(name):
-                continue
-            path = os.path.join(dirpath, name)
-            if not os.path.isfile(path):
-                raise FileNotFoundError(
-                    errno.ENOENT, "input file is a broken link or not a regular file", path
-                )
-            yield path
-
-
 def list_input_files(paths: Sequence[str]) -> list[str]:
-    """Expand files and folders into the sorted, de-duplicated absolute paths to read.
+    """Expand files and folders into the sorted, de-duplicated locations to read.
 
     Folders are searched recursively for names ending in ``.jsonl``, ``.ndjson`` or
     ``.json``, optionally followed by ``.gz`` (case-insensitive); other files are ignored,
     and so are hidden entries (names starting with ``.`` or ``_``, folders included).
     A file named explicitly is always read, hidden or not, but it must have one of those
-    endings. Paths are made absolute with :func:`os.path.abspath` (symbolic links are not
-    resolved), and a file reached twice is listed once.
+    endings. Local paths are made absolute with :func:`os.path.abspath` (symbolic links are
+    not resolved; symbolic links to folders are followed, each real folder once); remote
+    locations (see :mod:`snap_spark.storage`) are listed as URIs with the scheme given,
+    e.g. ``s3a://bkt/in/a.jsonl``. A file reached twice is listed once.
 
     Raises:
         FileNotFoundError: a path does not exist (or a folder holds a broken link).
         ValueError: an explicitly named file has an unsupported ending, or a path is
-            neither a regular file nor a folder.
+            neither a regular file nor a folder, or has an unsupported scheme.
         OSError: a folder cannot be listed.
 
+    Examples:
+        >>> import tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> for name in ("b.ndjson.gz", "a.jsonl", "notes.txt", "_SUCCESS.json"):
+        ...     open(os.path.join(folder, name), "wb").close()
+        >>> [os.path.basename(p) for p in list_input_files([folder])]
+        ['a.jsonl', 'b.ndjson.gz']
+        >>> import shutil; shutil.rmtree(folder)
     """
     if isinstance(paths, str):  # a bare string is a Sequence[str] of characters
         paths = [paths]
     found: set[str] = set()
     for given in paths:
-        path = os.path.abspath(os.fspath(given))
-        if os.path.isdir(path):
-            found.update(_walk_folder(path))
-        elif os.path.isfile(path):
-            if not is_input_file_name(path):
+        location = storage.normalize(given)
+        kind = storage.path_kind(location)
+        if kind == "dir":
+            found.update(storage.list_files(location, INPUT_SUFFIXES))
+        elif kind == "file":
+            if not is_input_file_name(location):
                 raise ValueError(
                     f"input file {given!r} does not end in one of {', '.join(INPUT_SUFFIXES)}"
                 )
-            found.add(path)
-        elif os.path.lexists(path):
+            found.add(location)
+        elif kind == "other":
             raise ValueError(f"input path {given!r} is neither a regular file nor a folder")
         else:
             raise FileNotFoundError(errno.ENOENT, "input path does not exist", given)
@@ -175,11 +160,31 @@ class _LineSplitter:
             yield b"".join(pending)
 
 
-def _open_input(path: str) -> gzip.GzipFile | io.FileIO:
-    """Open ``path`` for streaming: gunzipped when its name ends in ``.gz`` (any case)."""
-    if path.lower().endswith(".gz"):
-        return gzip.GzipFile(path, "rb")
-    return io.FileIO(path, "rb")  # unbuffered: the splitter reads large chunks itself
+class _Readable(Protocol):
+    """What the line reader needs of a stream: ``read`` and ``seek`` (for ranges)."""
+
+    def read(self, size: int = -1, /) -> bytes | None: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+
+def _open_input(
+    path: str, stack: contextlib.ExitStack
+) -> tuple[gzip.GzipFile | io.FileIO | BinaryIO, int]:
+    """Open ``path`` for streaming, gunzipped when its name ends in ``.gz`` (any case);
+    returns the stream and the chunk size to read it in. Closed with ``stack``."""
+    gz = path.lower().endswith(".gz")
+    if storage.is_local(path):
+        local = storage.local_path(path) if path[:5].lower() == "file:" else path
+        if gz:
+            return stack.enter_context(gzip.GzipFile(local, "rb")), READ_CHUNK_BYTES
+        # unbuffered: the splitter reads large chunks itself
+        return stack.enter_context(io.FileIO(local, "rb")), READ_CHUNK_BYTES
+    if gz:
+        # GzipFile does not close a stream it was given: the stack closes both.
+        raw = stack.enter_context(storage.open_input(path))
+        return stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")), READ_CHUNK_BYTES
+    return stack.enter_context(storage.open_range(path)), REMOTE_READ_CHUNK_BYTES
 
 
 def iter_file_lines(
@@ -212,7 +217,8 @@ def iter_file_lines(
         >>> os.unlink(f.name)
     """
     line_no = first_line_no - 1
-    with _open_input(path) as stream:
+    with contextlib.ExitStack() as stack:
+        stream, chunk_bytes = _open_input(path, stack)
         read: Callable[[int], bytes]
         # read1 returns what one decompression step produced, so a damaged stream loses
         # as little already-decoded data as possible.
@@ -221,7 +227,7 @@ def iter_file_lines(
             if isinstance(stream, gzip.GzipFile):
                 raise ValueError("a gzip file can only be read whole")
             read = _bounded_reader(stream, start, end)
-        splitter = _LineSplitter(read)
+        splitter = _LineSplitter(read, chunk_bytes)
         try:
             for raw in splitter:
                 line_no += 1
@@ -236,7 +242,7 @@ def iter_file_lines(
             )
 
 
-def _bounded_reader(stream: io.FileIO, start: int, end: int | None) -> Callable[[int], bytes]:
+def _bounded_reader(stream: _Readable, start: int, end: int | None) -> Callable[[int], bytes]:
     """A ``read(n)`` over bytes ``[start, end)`` of a seekable file."""
     stream.seek(start)
     remaining = [None if end is None else end - start]
@@ -288,13 +294,13 @@ def plan_line_ranges(
     """
     if split_bytes < 1:
         raise ValueError("split_bytes must be at least 1")
-    if path.lower().endswith(".gz") or os.path.getsize(path) <= split_bytes:
+    if path.lower().endswith(".gz") or storage.file_size(path) <= split_bytes:
         return [LineRange(path, 0, None, 1)]
     ranges: list[LineRange] = []
     start, first_line, lines_before = 0, 1, 0
     boundary = split_bytes
     offset = 0
-    with open(path, "rb") as handle:
+    with storage.open_range(path) as handle:
         while True:
             chunk = handle.read(chunk_bytes)
             if not chunk:

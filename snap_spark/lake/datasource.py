@@ -4,7 +4,7 @@
 (on executors): the task's Arrow batches become Parquet files inside the table folder and the
 task returns a :class:`DataFilesMessage` describing them. When every task succeeded, Spark
 calls :meth:`DeltaRsWriter.commit` once on the driver (in a Python worker process there) with
-all messages, and :func:`snap_spark.lake.delta_rs.commit_files` commits all files as one Delta
+all messages, and :func:`snap_spark.lake.delta_log.commit_files` commits all files as one Delta
 transaction carrying the app transaction. On failure, or when the transaction turns out to be
 committed already, the written files are deleted. Like delta-spark, tasks write straight into
 the table folder (no staging and renames, which object stores make costly): files of a task
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from snap_spark.lake.api import LakeError
+from snap_spark.lake.delta_log import commit_files, write_committed
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
 
 if TYPE_CHECKING:
@@ -126,8 +127,6 @@ class DeltaRsWriter(DataSourceArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Runs once on the driver after every task succeeded: commit all files."""
-        from snap_spark.lake.delta_rs import commit_files
-
         files = _files_of(messages)
         committed = commit_files(
             self.spec.table_uri,
@@ -143,8 +142,6 @@ class DeltaRsWriter(DataSourceArrowWriter):
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Runs on the driver when the job failed: delete the files unless they were committed."""
-        from snap_spark.lake.delta_rs import write_committed
-
         if not write_committed(self.spec.table_uri, self.spec.write_id, self.spec.start_version):
             delete_data_files(self.spec.table_uri, _files_of(messages))
 

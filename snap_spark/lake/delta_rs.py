@@ -12,187 +12,85 @@ Appends
     snapshot right before committing and retries on commit conflicts.
 
 Reads
-    The snapshot's add actions give the file list; Spark reads those Parquet files with the
-    table schema. Partition values come from Spark's Hive partition discovery when every file
-    sits in the ``col=value/`` folder its log entry names (files written here do), else each
-    partition's files are read apart and the values added as literals.
+    The snapshot's add actions give the file list. When Spark's Hadoop layer opens the
+    table's scheme (local paths; ``s3a://`` on clusters with the S3A connector), Spark reads
+    those Parquet files with the table schema; partition values come from Spark's Hive
+    partition discovery when every file sits in the ``col=value/`` folder its log entry names
+    (files written here do), else each partition's files are read apart and the values added
+    as literals. Otherwise (``s3://`` without an ``fs.s3`` implementation, ``gs://``, ...)
+    Python tasks read the files through :mod:`snap_spark.storage` and add the partition
+    values from the log (:func:`snap_spark.lake.files.read_data_file`).
 
 Merges
     ``DeltaTable.merge`` on the driver, with the source collected as Arrow (``df.toArrow()``).
     That is meant for small, dimension-like tables (``tasks``, ``agent_cards``): the source
     must fit in driver memory.
 
-Paths are local paths or ``file:`` URIs; other URIs are passed to pyarrow and delta-rs
-as they are (credentials from the environment).
+Paths are local paths, ``file:`` URIs or object store URIs (see :mod:`snap_spark.storage`);
+delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
+(:mod:`snap_spark.lake.delta_log`), credentials come from the environment.
 """
 
 from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from snap_spark import storage
 from snap_spark.lake.api import LakeError, LakeSchemaError
 from snap_spark.lake.common import (
     check_batch,
     check_keys,
     check_txn,
-    marker_write_id,
     merge_condition,
     merge_txn,
     table_uri,
-    write_marker,
 )
-from snap_spark.lake.files import NULL_PARTITION, DataFile, partition_string, unescape_path_name
+
+# Re-exported: callers and tests import these from here (delta_spark: read_txn_version).
+from snap_spark.lake.delta_log import (
+    MAX_COMMIT_ATTEMPTS,
+    commit_files,
+    delta_location,
+    open_table,
+    read_txn_version,
+    table_exists,
+    table_schema,
+    write_committed,
+)
+from snap_spark.lake.files import (
+    NULL_PARTITION,
+    DataFile,
+    partition_string,
+    read_data_file,
+    unescape_path_name,
+)
 from snap_spark.lake.schema import (
     check_delta_compatible,
     check_partition_columns,
     conform,
-    describe_mismatch,
-    from_delta_json,
-    nullable_schema,
-    same_columns,
     to_arrow,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: Commit attempts when concurrent writers keep winning the race for the next version.
-MAX_COMMIT_ATTEMPTS = 10
-
-
-# -- paths and snapshots --------------------------------------------------------------------
-
-
-def open_table(uri: str, version: int | None = None) -> DeltaTable | None:
-    """The Delta table at ``uri`` (at ``version``), or ``None`` when there is no table."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(uri):
-        return None
-    return DeltaTable(uri, version=version)
-
-
-def table_schema(table: DeltaTable) -> StructType:
-    """The Spark schema of a delta-rs table snapshot."""
-    return from_delta_json(table.schema().to_json())
-
-
-def write_committed(uri: str, write_id: str, start_version: int) -> bool:
-    """True when a commit after ``start_version`` carries the marker of ``write_id``."""
-    table = open_table(uri)
-    if table is None:
-        return False
-    newer = table.version() - start_version
-    if newer <= 0:
-        return False
-    return any(
-        marker_write_id(entry.get("userMetadata")) == write_id
-        for entry in table.history(limit=newer)
-    )
-
-
-# -- commit (driver) ------------------------------------------------------------------------
-
-
-def commit_files(
-    uri: str,
-    files: Sequence[DataFile],
-    schema: StructType,
-    partition_by: Sequence[str],
-    *,
-    app_id: str,
-    version: int,
-    write_id: str,
-) -> bool:
-    """Commit already-written data files as one Delta transaction with ``(app_id, version)``.
-
-    Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
-    absent. Returns ``False`` without committing when the table already has a transaction
-    ``>= version`` for ``app_id``. An empty ``files`` still commits the app transaction.
-
-    Examples:
-        >>> commit_files("/lake/t", files, schema, ["day"], app_id="q", version=7,
-        ...              write_id="w")  # doctest: +SKIP
-        True
-    """
-    from deltalake import Schema as DeltaSchema
-    from deltalake.exceptions import CommitFailedError, DeltaError
-    from deltalake.transaction import (
-        AddAction,
-        CommitProperties,
-        RemoveAction,
-        Transaction,
-        create_table_with_add_actions,
-    )
-
-    adds = [
-        AddAction(
-            path=f.path,
-            size=f.size,
-            partition_values=f.partition_values,
-            modification_time=f.modification_time,
-            data_change=True,
-            stats=f.stats,
-        )
-        for f in files
-    ]
-    file_actions: list[AddAction | RemoveAction] = list(adds)
-    properties = CommitProperties(
-        custom_metadata={"userMetadata": write_marker(write_id, app_id, version)},
-        app_transactions=[Transaction(app_id, version)],
-    )
-    wanted = nullable_schema(schema)
-    last_error: Exception | None = None
-    for _attempt in range(MAX_COMMIT_ATTEMPTS):
-        table = open_table(uri)
-        if table is None:
-            try:
-                create_table_with_add_actions(
-                    uri,
-                    DeltaSchema.from_json(wanted.json()),
-                    adds,
-                    mode="error",
-                    partition_by=list(partition_by),
-                    commit_properties=properties,
-                )
-                return True
-            except DeltaError as error:  # another writer created the table meanwhile
-                last_error = error
-                continue
-        done = table.transaction_version(app_id)
-        if done is not None and done >= version:
-            return False
-        existing = table_schema(table)
-        if not same_columns(existing, wanted):
-            raise LakeSchemaError(
-                f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
-            )
-        table_partitions = list(table.metadata().partition_columns)
-        if table_partitions != list(partition_by):
-            raise LakeSchemaError(
-                f"table at {uri} is partitioned by {table_partitions}, "
-                f"the files by {list(partition_by)}"
-            )
-        try:
-            table.create_write_transaction(
-                file_actions,
-                mode="append",
-                schema=table.schema(),
-                partition_by=table_partitions,
-                commit_properties=properties,
-            )
-            return True
-        except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
-            last_error = error
-    raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+__all__ = [
+    "MAX_COMMIT_ATTEMPTS",
+    "DeltaRsLake",
+    "commit_files",
+    "open_table",
+    "read_table",
+    "read_txn_version",
+    "table_schema",
+    "write_committed",
+]
 
 
 # -- reads (Spark) --------------------------------------------------------------------------
@@ -218,6 +116,9 @@ def read_table(spark: SparkSession, uri: str, version: int | None = None) -> Dat
     log_paths: list[str] = actions.column("path").to_pylist()
     files = [_absolute(uri, p) for p in log_paths]
     columns = [f.name for f in schema.fields]
+    if not _spark_opens(spark, uri):
+        partitions = _partition_values(actions, partition_columns)
+        return _read_through_storage(spark, schema, partition_columns, files, partitions)
     if not partition_columns:
         return spark.read.schema(schema).parquet(*files).select(*columns)
     partitions = _partition_values(actions, partition_columns)
@@ -247,8 +148,64 @@ def _is_absolute(log_path: str) -> bool:
     return "://" in log_path or log_path.startswith(("/", "file:"))
 
 
+#: Per session: URI scheme -> whether Spark's Hadoop layer has a filesystem for it.
+_HADOOP_SCHEMES: weakref.WeakKeyDictionary[SparkSession, dict[str, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _spark_opens(spark: SparkSession, uri: str) -> bool:
+    """True when Spark's own (Hadoop) filesystem layer can read files at ``uri``.
+
+    Local paths always; a remote scheme when Hadoop has an implementation for it in this
+    session (``s3a`` with the S3A connector, ``abfss`` on Azure clusters, ...).
+    """
+    if storage.is_local(uri):
+        return True
+    scheme = storage.split_scheme(uri)[0]
+    known = _HADOOP_SCHEMES.setdefault(spark, {})
+    if scheme not in known:
+        try:
+            jvm = spark.sparkContext._jvm
+            assert jvm is not None
+            jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
+                scheme, spark.sparkContext._jsc.hadoopConfiguration()
+            )
+            known[scheme] = True
+        except Exception:  # UnsupportedFileSystemException, or no JVM (Spark Connect)
+            known[scheme] = False
+    return known[scheme]
+
+
+def _read_through_storage(
+    spark: SparkSession,
+    schema: StructType,
+    partition_columns: Sequence[str],
+    files: Sequence[str],
+    partitions: Sequence[tuple[Any, ...]],
+) -> DataFrame:
+    """Read data files in Python tasks through :mod:`snap_spark.storage` (schemes Spark's
+    Hadoop layer cannot open); each file's partition values come from the log."""
+    arrow_schema = to_arrow(schema)
+    tasks = [
+        (path, dict(zip(partition_columns, values, strict=True)))
+        for path, values in zip(files, partitions, strict=True)
+    ]
+    slices = max(1, min(len(tasks), 4 * spark.sparkContext.defaultParallelism))
+
+    def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                path, values = tasks[index]
+                yield from read_data_file(path, arrow_schema, values)
+
+    return spark.range(0, len(tasks), 1, slices).mapInArrow(read, schema)
+
+
 def _partition_values(actions: pa.Table, partition_columns: Sequence[str]) -> list[tuple[Any, ...]]:
     """Each file's partition values, typed (delta-rs parses the log's strings)."""
+    if not partition_columns:  # delta-rs then has no "partition" column at all
+        return [()] * actions.num_rows
     rows = actions.column("partition").to_pylist()
     return [tuple(row[c] for c in partition_columns) for row in rows]
 
@@ -417,7 +374,9 @@ class DeltaRsLake:
         source = _collect_arrow(df)
         _check_unique_keys(source, keys)
         if table is None:
-            write_deltalake(uri, source, mode="append", commit_properties=properties)
+            location, options = delta_location(uri)
+            write_deltalake(location, source, mode="append", storage_options=options,
+                            commit_properties=properties)
             return
         (
             table.merge(
@@ -469,9 +428,7 @@ class DeltaRsLake:
             >>> DeltaRsLake().exists("/nowhere/at/all")
             False
         """
-        from deltalake import DeltaTable
-
-        return bool(DeltaTable.is_deltatable(table_uri(path)))
+        return table_exists(table_uri(path))
 
     def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
         """Distinct values of ``column`` read by delta-rs's own engine on the driver (one
@@ -522,26 +479,25 @@ class DeltaRsLake:
                             version=version, write_id=uuid.uuid4().hex)
 
 
-#: Sessions the data source is registered with (registering again only logs a warning).
-_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+#: Sessions the data source is registered with, and the Python worker environment
+#: (``SparkContext.environment``) it was registered under.
+_REGISTERED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _register_source(spark: SparkSession) -> None:
-    """Register the ``snap_delta_rs`` data source with ``spark`` once."""
+    """Register the ``snap_delta_rs`` data source with ``spark``, again when the worker
+    environment changed since (registering again only logs a warning)."""
     from snap_spark.lake.datasource import DeltaRsDataSource
 
-    if spark not in _REGISTERED:
+    # A Python data source's tasks run with the environment captured when it was
+    # registered: settings added to SparkContext.environment later (S3 endpoint and
+    # credentials, say) would not reach the executors that write the files.
+    environment = dict(spark.sparkContext.environment)
+    if _REGISTERED.get(spark) != environment:
         spark.dataSource.register(DeltaRsDataSource)
-        _REGISTERED.add(spark)
-
-
-def read_txn_version(uri: str, app_id: str) -> int | None:
-    """Latest app transaction version of ``app_id`` in the table at ``uri`` (any writer)."""
-    table = open_table(uri)
-    if table is None:
-        return None
-    done = table.transaction_version(app_id)
-    return None if done is None else int(done)
+        _REGISTERED[spark] = environment
 
 
 def _collect_arrow(df: DataFrame) -> pa.Table:

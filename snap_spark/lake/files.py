@@ -9,6 +9,10 @@ statistics ``numRecords`` / ``nullCount`` / ``minValues`` / ``maxValues`` for da
 Partition values are encoded as the Delta protocol says (dates ``YYYY-MM-DD``, integers in
 decimal, booleans ``true``/``false``; an empty string is a null partition value, as in Delta).
 Folder names use Hive's escaping, which Spark's partition discovery decodes.
+
+Table folders are any location :mod:`snap_spark.storage` opens (local, ``s3://``, ...).
+:func:`read_data_file` reads one data file back as the table's Arrow batches, for readers that
+do not go through Spark's Hadoop filesystems.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
+
+from snap_spark import storage
 
 #: Folder name Hive, Spark and delta-rs use for a null partition value.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -138,11 +144,16 @@ def partition_folder(columns: Sequence[str], values: Sequence[str | None]) -> st
 
 
 def resolve_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path of a table URI or local path."""
-    if "://" not in table_uri:
-        return pafs.LocalFileSystem(), table_uri.rstrip("/") or "/"
-    filesystem, root = pafs.FileSystem.from_uri(table_uri)
-    return filesystem, root.rstrip("/")
+    """The pyarrow filesystem and root path of a table URI or local path.
+
+    Kept for existing callers (the pipeline); new code calls :func:`snap_spark.storage.resolve`,
+    which this is.
+
+    Examples:
+        >>> resolve_filesystem("file:///lake/t/")[1]
+        '/lake/t'
+    """
+    return storage.resolve(table_uri)
 
 
 # -- statistics ---------------------------------------------------------------------------
@@ -290,7 +301,8 @@ class PartitionedFileWriter:
         partition_by: Sequence[str],
         file_prefix: str = "part-00000",
     ) -> None:
-        self._filesystem, self._root = resolve_filesystem(table_uri)
+        self._filesystem, self._root = storage.resolve(table_uri)
+        self._make_dirs = storage.has_directories(self._filesystem)
         self._schema = schema
         self._partition_by = list(partition_by)
         self._data_columns = [n for n in schema.names if n not in set(self._partition_by)]
@@ -326,7 +338,8 @@ class PartitionedFileWriter:
         folder = partition_folder(self._partition_by, key) if self._partition_by else ""
         relative = f"{folder}/{name}" if folder else name
         full_path = f"{self._root}/{relative}"
-        self._filesystem.create_dir(f"{self._root}/{folder}" if folder else self._root)
+        if self._make_dirs:  # object stores have no folders: a marker object per call
+            self._filesystem.create_dir(f"{self._root}/{folder}" if folder else self._root)
         self._created.append(full_path)
         writer = pq.ParquetWriter(
             full_path,
@@ -418,5 +431,50 @@ def delete_paths(filesystem: pafs.FileSystem, paths: Iterable[str]) -> None:
 
 def delete_data_files(table_uri: str, files: Iterable[DataFile]) -> None:
     """Delete written-but-uncommitted data files of a table."""
-    filesystem, root = resolve_filesystem(table_uri)
+    filesystem, root = storage.resolve(table_uri)
     delete_paths(filesystem, [f"{root}/{f.path}" for f in files])
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def read_data_file(
+    location: str,
+    schema: pa.Schema,
+    partition_values: dict[str, Any],
+    batch_rows: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one Parquet data file as batches of the table's Arrow ``schema``.
+
+    ``partition_values`` (typed, as delta-rs parses them from the log) fill the partition
+    columns, which data files do not hold; a column missing from the file (added to the
+    table later) is null; other columns are cast to the table's types.
+
+    Examples:
+        >>> for batch in read_data_file("s3://bkt/lake/t/day=2024-05-01/part-0.parquet",
+        ...                             schema, {"day": dt.date(2024, 5, 1)}):  # doctest: +SKIP
+        ...     print(batch.num_rows)
+        1000
+    """
+    filesystem, path = storage.resolve(location)
+    with filesystem.open_input_file(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        present = set(parquet.schema_arrow.names)
+        wanted = [n for n in schema.names if n in present and n not in partition_values]
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted,
+                                          use_threads=False):
+            rows = batch.num_rows
+            columns: list[pa.Array] = []
+            for table_field in schema:
+                name = table_field.name
+                if name in partition_values:
+                    value = partition_values[name]
+                    columns.append(
+                        pa.nulls(rows, table_field.type) if value is None
+                        else pa.array([value] * rows, table_field.type)
+                    )
+                elif name in present:
+                    columns.append(batch.column(name).cast(table_field.type))
+                else:
+                    columns.append(pa.nulls(rows, table_field.type))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,0 +1,201 @@
+"""Open Delta tables with delta-rs and commit data files to their log (driver side).
+
+What both the delta-rs backend (:mod:`snap_spark.lake.delta_rs`) and its Spark data source
+(:mod:`snap_spark.lake.datasource`) need; it imports neither, so they do not import each
+other. Every call into ``deltalake`` passes the table's location through
+:func:`snap_spark.storage.delta_table_uri` and :func:`snap_spark.storage.delta_storage_options`,
+so tables on S3-compatible stores open with the same settings the data files are written with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from snap_spark import storage
+from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.common import marker_write_id, write_marker
+from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_schema, same_columns
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    from snap_spark.lake.files import DataFile
+
+#: Commit attempts when concurrent writers keep winning the race for the next version.
+MAX_COMMIT_ATTEMPTS = 10
+
+
+def delta_location(uri: str) -> tuple[str, dict[str, str]]:
+    """The URI and ``storage_options`` to hand delta-rs for the table at ``uri``.
+
+    Examples:
+        >>> delta_location("/lake/t")
+        ('/lake/t', {})
+    """
+    return storage.delta_table_uri(uri), storage.delta_storage_options(uri)
+
+
+def table_exists(uri: str) -> bool:
+    """True when ``uri`` holds a Delta table.
+
+    Examples:
+        >>> table_exists("/nowhere/at/all")
+        False
+    """
+    from deltalake import DeltaTable
+
+    location, options = delta_location(uri)
+    return bool(DeltaTable.is_deltatable(location, storage_options=options))
+
+
+def open_table(uri: str, version: int | None = None) -> DeltaTable | None:
+    """The Delta table at ``uri`` (at ``version``), or ``None`` when there is no table.
+
+    Examples:
+        >>> open_table("/nowhere/at/all") is None
+        True
+    """
+    from deltalake import DeltaTable
+
+    location, options = delta_location(uri)
+    if not DeltaTable.is_deltatable(location, storage_options=options):
+        return None
+    return DeltaTable(location, version=version, storage_options=options)
+
+
+def table_schema(table: DeltaTable) -> StructType:
+    """The Spark schema of a delta-rs table snapshot."""
+    return from_delta_json(table.schema().to_json())
+
+
+def read_txn_version(uri: str, app_id: str) -> int | None:
+    """Latest app transaction version of ``app_id`` in the table at ``uri`` (any writer).
+
+    Examples:
+        >>> read_txn_version("/nowhere/at/all", "ingest") is None
+        True
+    """
+    table = open_table(uri)
+    if table is None:
+        return None
+    done = table.transaction_version(app_id)
+    return None if done is None else int(done)
+
+
+def write_committed(uri: str, write_id: str, start_version: int) -> bool:
+    """True when a commit after ``start_version`` carries the marker of ``write_id``.
+
+    Examples:
+        >>> write_committed("/nowhere/at/all", "w1", -1)
+        False
+    """
+    table = open_table(uri)
+    if table is None:
+        return False
+    newer = table.version() - start_version
+    if newer <= 0:
+        return False
+    return any(
+        marker_write_id(entry.get("userMetadata")) == write_id
+        for entry in table.history(limit=newer)
+    )
+
+
+def commit_files(
+    uri: str,
+    files: Sequence[DataFile],
+    schema: StructType,
+    partition_by: Sequence[str],
+    *,
+    app_id: str,
+    version: int,
+    write_id: str,
+) -> bool:
+    """Commit already-written data files as one Delta transaction with ``(app_id, version)``.
+
+    Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
+    absent. Returns ``False`` without committing when the table already has a transaction
+    ``>= version`` for ``app_id``. An empty ``files`` still commits the app transaction.
+    delta-rs does not itself refuse an app transaction version it has seen, so the version
+    is re-checked on a fresh snapshot right before each commit attempt, and a lost race for
+    the next log version (a commit conflict) is retried.
+
+    Examples:
+        >>> commit_files("s3://bkt/lake/t", files, schema, ["day"], app_id="q", version=7,
+        ...              write_id="w")  # doctest: +SKIP
+        True
+    """
+    from deltalake import Schema as DeltaSchema
+    from deltalake.exceptions import CommitFailedError, DeltaError
+    from deltalake.transaction import (
+        AddAction,
+        CommitProperties,
+        RemoveAction,
+        Transaction,
+        create_table_with_add_actions,
+    )
+
+    adds = [
+        AddAction(
+            path=f.path,
+            size=f.size,
+            partition_values=f.partition_values,
+            modification_time=f.modification_time,
+            data_change=True,
+            stats=f.stats,
+        )
+        for f in files
+    ]
+    file_actions: list[AddAction | RemoveAction] = list(adds)
+    properties = CommitProperties(
+        custom_metadata={"userMetadata": write_marker(write_id, app_id, version)},
+        app_transactions=[Transaction(app_id, version)],
+    )
+    wanted = nullable_schema(schema)
+    location, options = delta_location(uri)
+    last_error: Exception | None = None
+    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+        table = open_table(uri)
+        if table is None:
+            try:
+                create_table_with_add_actions(
+                    location,
+                    DeltaSchema.from_json(wanted.json()),
+                    adds,
+                    mode="error",
+                    partition_by=list(partition_by),
+                    storage_options=options,
+                    commit_properties=properties,
+                )
+                return True
+            except DeltaError as error:  # another writer created the table meanwhile
+                last_error = error
+                continue
+        done = table.transaction_version(app_id)
+        if done is not None and done >= version:
+            return False
+        existing = table_schema(table)
+        if not same_columns(existing, wanted):
+            raise LakeSchemaError(
+                f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
+            )
+        table_partitions = list(table.metadata().partition_columns)
+        if table_partitions != list(partition_by):
+            raise LakeSchemaError(
+                f"table at {uri} is partitioned by {table_partitions}, "
+                f"the files by {list(partition_by)}"
+            )
+        try:
+            table.create_write_transaction(
+                file_actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=table_partitions,
+                commit_properties=properties,
+            )
+            return True
+        except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
+            last_error = error
+    raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
