@@ -187,8 +187,12 @@ def resolve_location(location: str, base: Path) -> str:
         >>> resolve_location("../data/lake", Path("/repo/conf"))
         '/repo/data/lake'
     """
-    if "://" in location:
+    from snap_spark import storage
+
+    if not storage.is_local(location):
         return location
+    if storage.split_scheme(location)[0] == "file":
+        return storage.local_path(location)
     return os.path.normpath(os.path.join(base, os.path.expanduser(location)))
 
 

@@ -31,7 +31,6 @@ from snap_spark.lake.files import (
     DataFile,
     PartitionedFileWriter,
     delete_data_files,
-    resolve_filesystem,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +46,6 @@ __all__ = [
     "PartitionedFileWriter",
     "delete_data_files",
     "get_lake",
-    "resolve_filesystem",
     "table_uri",
 ]
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from snap_spark import storage
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -53,9 +54,9 @@ class JobResult:
 
 
 def file_key(path: str) -> str:
-    """Ingest key of one input file: its absolute path, size and modification time."""
-    stat = os.stat(path)
-    ident = f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    """Ingest key of one input file: its location, size and modification time."""
+    stat = storage.file_stat(path)
+    ident = f"{storage.normalize(path)}\0{stat.size}\0{stat.mtime_ns}"
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
@@ -124,17 +125,14 @@ class _Landed:
 
 
 def _remove_tree(uri: str) -> None:
-    from snap_spark.lake.files import resolve_filesystem
-
-    filesystem, root = resolve_filesystem(uri)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        filesystem.delete_dir(root)
+    with contextlib.suppress(OSError):
+        storage.delete_tree(uri)
 
 
 def _remove_if_empty(*paths: str) -> None:
     """Remove local folders this run created and left empty (cleanup after a refusal)."""
     for path in paths:
-        if "://" not in path and os.path.isdir(path):
+        if storage.is_local(path) and os.path.isdir(path):
             with contextlib.suppress(OSError):
                 for folder, _dirs, _files in sorted(os.walk(path), reverse=True):
                     os.rmdir(folder)  # fails (and stops) at the first non-empty folder
@@ -183,8 +181,8 @@ def run(
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
-    raw_path = os.path.join(lake_dir, "raw_messages")
-    msg_path = os.path.join(lake_dir, "messages")
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
 
     try:
         files = list_input_files(inputs)
@@ -206,7 +204,7 @@ def run(
     result.files_processed = len(todo)
 
     ingest_id = uuid.uuid4().hex
-    staging = table_uri(os.path.join(lake_dir, "_staging", ingest_id))
+    staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
     msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
     raw_root = lake.data_root(raw_path, staging)
@@ -219,7 +217,7 @@ def run(
         settings=dataclasses.replace(
             settings, verify_threads=settings.verify_threads or auto_verify_threads(spark)),
     )
-    existed = [p for p in (lake_dir, raw_path, msg_path) if os.path.exists(p)]
+    existed = [p for p in (lake_dir, raw_path, msg_path) if storage.exists(p)]
     landed_df = over_ranges(spark, plan_ranges(spark, todo), functools.partial(land_part, spec),
                             landed_struct())
     uncommitted: list[tuple[str, list[Any]]] = []
@@ -274,11 +272,11 @@ def run(
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)
         _remove_tree(staging)
-        _remove_if_empty(os.path.join(lake_dir, "_staging"),
+        _remove_if_empty(storage.join(lake_dir, "_staging"),
                          *[p for p in (raw_path, msg_path, lake_dir) if p not in existed])
         raise
     _remove_tree(staging)
-    _remove_if_empty(os.path.join(lake_dir, "_staging"))
+    _remove_if_empty(storage.join(lake_dir, "_staging"))
     result.seconds = time.monotonic() - started
     return result
 

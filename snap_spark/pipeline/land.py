@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 from pyarrow import fs as pafs
 from pyspark.sql.types import StructType
 
-from snap_spark.lake import DataFile, PartitionedFileWriter, resolve_filesystem
+from snap_spark import storage
+from snap_spark.lake import DataFile, PartitionedFileWriter
 from snap_spark.lines import LineRange
 from snap_spark.pipeline.checked import (
     CheckedLines,
@@ -167,8 +168,8 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             out.raw = PartitionedFileWriter(spec.raw_root, table_arrow_schema("raw_messages"),
                                             [], file_prefix=f"part-{tag}")
         if key in spec.msg_keys:
-            out.filesystem, root = resolve_filesystem(spec.staging)
-            out.filesystem.create_dir(root)
+            out.filesystem, root = storage.resolve(spec.staging)
+            storage.make_dirs(spec.staging)
             out.staged_path = f"{root}/messages-{tag}.arrow"
             out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
             out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
@@ -195,7 +196,8 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             out.staged.close()
             out.staged_sink.close()
             info.append(_row("staged", source_file=path, file_key=key, lines=out.staged_rows,
-                             info=json.dumps({"path": out.staged_path})))
+                             info=json.dumps({"path": storage.join(
+                                 spec.staging, out.staged_path.rsplit("/", 1)[1])})))
         info.extend(_row("count", source_file=path, file_key=key, code=code, lines=n)
                     for code, n in counts.items())
         if not counts:  # an empty range still tells the driver its file was read
@@ -293,7 +295,7 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
     try:
         for batch in batches:
             for staged in batch.to_pylist():
-                filesystem, staged_path = resolve_filesystem(json.loads(staged["info"])["path"])
+                filesystem, staged_path = storage.resolve(json.loads(staged["info"])["path"])
                 replayed = duplicates.get(staged["source_file"], {})
                 with filesystem.open_input_file(staged_path) as handle:
                     reader = pa.ipc.open_file(handle)

@@ -29,7 +29,6 @@ task and, failing that, fails the job loudly.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -44,6 +43,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from snap_spark import storage
 from snap_spark.lines import (
     INPUT_SUFFIXES,
     LineRange,
@@ -220,7 +220,7 @@ def plan_ranges(
     follow file then line order.
     """
     if split_bytes is None:
-        plain = sum(os.path.getsize(f) for f in files if not f.lower().endswith(".gz"))
+        plain = sum(storage.file_size(f) for f in files if not f.lower().endswith(".gz"))
         split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
     if split_bytes == 0:
         return [LineRange(path, 0, None, 1) for path in files]
