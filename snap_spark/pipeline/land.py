@@ -106,7 +106,8 @@ class _Outputs:
     """What one landing task has written so far (deleted again if the task gives up)."""
 
     raw: PartitionedFileWriter | None = None
-    staged_path: str | None = None
+    staged_path: str | None = None  # in ``filesystem``
+    staged_uri: str = ""  # the same file as a location other tasks can open
     staged: pa.ipc.RecordBatchFileWriter | None = None
     staged_sink: Any = None
     staged_rows: int = 0
@@ -171,6 +172,7 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             out.filesystem, root = storage.resolve(spec.staging)
             storage.make_dirs(spec.staging)
             out.staged_path = f"{root}/messages-{tag}.arrow"
+            out.staged_uri = storage.join(spec.staging, f"messages-{tag}.arrow")
             out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
             out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
         for checked in batches:
@@ -196,8 +198,7 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             out.staged.close()
             out.staged_sink.close()
             info.append(_row("staged", source_file=path, file_key=key, lines=out.staged_rows,
-                             info=json.dumps({"path": storage.join(
-                                 spec.staging, out.staged_path.rsplit("/", 1)[1])})))
+                             info=json.dumps({"path": out.staged_uri})))
         info.extend(_row("count", source_file=path, file_key=key, code=code, lines=n)
                     for code, n in counts.items())
         if not counts:  # an empty range still tells the driver its file was read
