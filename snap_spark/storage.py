@@ -574,8 +574,13 @@ def open_input(location: str, buffer_size: int = REMOTE_BUFFER_BYTES) -> BinaryI
     cost a request. Close it (it is a context manager).
 
     Examples:
-        >>> with open_input("/etc/hostname") as stream:  # doctest: +SKIP
-        ...     head = stream.read(16)
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        ...     _ = f.write(b'{"a": 1}\\n'); f.flush()
+        ...     with open_input(f.name) as stream:
+        ...         stream.read(4)
+        b'{"a"'
+
     """
     if is_local(location):
         return io.FileIO(local_path(location), "rb")
@@ -592,8 +597,13 @@ def open_range(location: str, start: int = 0) -> BinaryIO:
     one ranged request, so read in large chunks). Close it (it is a context manager).
 
     Examples:
-        >>> with open_range("s3://bkt/in/a.jsonl", 1024) as stream:  # doctest: +SKIP
-        ...     chunk = stream.read(8 * 1024 * 1024)
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        ...     _ = f.write(b"aa\\nbb\\n"); f.flush()
+        ...     with open_range(f.name, 3) as stream:
+        ...         stream.read(8)
+        b'bb\\n'
+
     """
     if is_local(location):
         stream: BinaryIO = io.FileIO(local_path(location), "rb")
