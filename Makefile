@@ -15,10 +15,20 @@ SEED ?= 7
 SAMPLE ?= data/sample/traffic-$(MESSAGES)-$(SEED).jsonl
 LAKE ?= data/lake
 MASTER ?= local[*]
+# Delta backend of `make run`: auto (delta-spark when `make setup` cached Delta's JARs, else
+# delta-rs), delta-rs or delta-spark. Recursive (=): evaluated after setup ran.
+LAKE_BACKEND ?= auto
+DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.delta_jars jars 2>/dev/null))
 
-.PHONY: setup test run check-sample lint bench check-java clean
+.PHONY: setup delta-jars test run check-sample lint bench check-java clean
 
-setup: $(STAMP)
+setup: $(STAMP) delta-jars
+
+# Delta Lake's JARs for the delta-spark backend, resolved once by Spark into .venv/delta-jars
+# (instant when cached). Without network it says so in one line and setup goes on: runs
+# then use delta-rs, and the delta-spark tests fail until a later `make setup` fetches them.
+delta-jars: $(STAMP)
+	@$(PY) -m snap_spark.delta_jars fetch || true
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory check-java
@@ -41,11 +51,17 @@ $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))
 	$(VENV)/bin/snap-spark sample --agents $(AGENTS) --messages $(MESSAGES) --seed $(SEED) --out $(SAMPLE)
 
-# The main job on the embedded default: Spark local[*] with the delta-rs backend.
+# The main job on Spark local[*]: delta-spark with the cached Delta JARs (spark-submit's
+# --jars: its driver JVM starts before Python, so only that puts them on its classpath),
+# delta-rs without them. Nothing is resolved over the network here.
 run: setup $(SAMPLE)
+	@if [ -n "$(DELTA_JARS)" ]; then echo "run: Delta backend delta-spark (Delta JARs cached by make setup)"; \
+	else echo "run: Delta backend delta-rs ($(if $(filter delta-rs,$(LAKE_BACKEND)),LAKE_BACKEND=delta-rs,no Delta JARs cached: make setup fetches them))"; fi
 	$(VENV)/bin/spark-submit --master '$(MASTER)' \
 		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
 		--conf spark.ui.showConsoleProgress=false \
+		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
+		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/verify_messages.py --input $(SAMPLE) --lake $(LAKE)
 
 # The same sample through the pure-Python checker (no Spark).
