@@ -1,4 +1,10 @@
-"""Build the SparkSession snap-spark runs on, and detect which Delta backend it has."""
+"""Build the SparkSession snap-spark runs on, and detect which Delta backend it has.
+
+Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.delta_jars`):
+:func:`build_session` loads them with Delta's session extension and catalog when they are
+there, and :data:`LAKE_BACKEND_CONF` tells :func:`snap_spark.lake.get_lake` which backend to
+use on that session.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,18 @@ if TYPE_CHECKING:
 
 #: ``conf/spark-defaults.conf`` of this checkout (absent when installed as a wheel).
 DEFAULT_SPARK_CONF = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+
+#: Spark setting choosing the Delta backend :func:`snap_spark.lake.get_lake` returns:
+#: ``auto`` (default: delta-spark when its extension is loaded, else delta-rs), ``delta-rs``
+#: or ``delta-spark`` (an error when the session has no Delta extension).
+LAKE_BACKEND_CONF = "spark.snap.lake.backend"
+#: Values :data:`LAKE_BACKEND_CONF` accepts.
+LAKE_BACKENDS = ("auto", "delta-rs", "delta-spark")
+
+#: Delta Lake's session extension and catalog (what ``configure_spark_with_delta_pip`` and
+#: Delta's docs set), loaded together with its JARs.
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
 def read_spark_conf(path: Path | None = None) -> dict[str, str]:
@@ -41,16 +59,33 @@ def build_session(
     master: str | None = None,
     extra_conf: dict[str, str] | None = None,
     conf_file: Path | None = None,
+    *,
+    delta: bool | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession with snap-spark's defaults.
 
     ``master`` defaults to ``local[*]`` unless spark-submit already set one. Settings come
     from ``conf/spark-defaults.conf`` then ``extra_conf`` (later wins).
 
+    ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
+    when the JARs are at hand, ``True`` always (an error when they are not), ``False``
+    never. The JARs are at hand when ``make setup`` cached them
+    (:func:`snap_spark.delta_jars.available`), or, under spark-submit (whose driver JVM runs
+    before this code), when they are on its classpath (``spark-submit --jars``, a cluster's
+    own Delta). Settings that already name Delta's extension are left as they are. Which
+    backend the session then uses is :func:`snap_spark.lake.get_lake`'s choice
+    (``spark.snap.lake.backend``); it refuses delta-spark on a session without Delta.
+
+    Raises:
+        snap_spark.delta_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
+            available.
+
     Examples:
         >>> spark = build_session(master="local[2]")  # doctest: +SKIP
         >>> spark.conf.get("spark.sql.session.timeZone")  # doctest: +SKIP
         'UTC'
+        >>> spark.conf.get("spark.sql.extensions")  # after make setup  # doctest: +SKIP
+        'io.delta.sql.DeltaSparkSessionExtension'
     """
     prepare_environment()
     from pyspark.sql import SparkSession
@@ -61,6 +96,7 @@ def build_session(
     settings = {k: v for k, v in settings.items() if k not in already}  # spark-submit wins
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
+    settings.update(_delta_settings(settings, already, delta))
     for key, value in settings.items():
         builder = builder.config(key, value)
     if master is not None:
@@ -70,17 +106,102 @@ def build_session(
     return builder.getOrCreate()
 
 
-def _submitted_settings() -> set[str]:
-    """Keys spark-submit (or a cluster's defaults) already set for this driver."""
+def _delta_settings(
+    settings: dict[str, str], submitted: dict[str, str], delta: bool | None
+) -> dict[str, str]:
+    """The settings that load Delta Lake into the session about to start (none to skip it).
+
+    ``submitted`` holds what spark-submit already set for its driver JVM. Once the driver JVM
+    runs (spark-submit's, or an earlier session's in this process), JARs can no longer join
+    its classpath, so Delta is loaded only when its classes are already on it.
+    """
+    from snap_spark import delta_jars
+
+    if delta is False:
+        return {}
+    required = delta is True
+    key = "spark.sql.extensions"
+    extensions = _merged(submitted.get(key), settings.get(key))
+    if DELTA_EXTENSION in _split(extensions):
+        return {}  # the caller or the cluster loads Delta its own way
+    loaded = {
+        "spark.sql.extensions": _merged(extensions, DELTA_EXTENSION),
+        "spark.sql.catalog.spark_catalog": settings.get(
+            "spark.sql.catalog.spark_catalog",
+            submitted.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG),
+        ),
+    }
+    if _driver_running():
+        if _driver_has_class(DELTA_EXTENSION):
+            return loaded
+        if required:
+            raise delta_jars.DeltaJarsError(
+                "Delta's classes are not on the running driver's classpath: give "
+                "spark-submit --jars $(python -m snap_spark.delta_jars jars) (after make setup)"
+            )
+        return {}
+    jars = delta_jars.available()
+    if jars is None:
+        if required:
+            raise delta_jars.DeltaJarsError(
+                f"Delta's JARs are not cached in {delta_jars.cache_dir()}: run `make setup` "
+                "(or python -m snap_spark.delta_jars fetch) with access to Maven Central"
+            )
+        return {}
+    return {**loaded, "spark.jars": _merged(settings.get("spark.jars"), *jars)}
+
+
+def _split(value: str | None) -> list[str]:
+    """Items of a comma-separated Spark setting."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _merged(*values: str | None) -> str:
+    """Comma-separated union of Spark list settings, first occurrence order.
+
+    Examples:
+        >>> _merged("a,b", None, "b", "c")
+        'a,b,c'
+    """
+    items: list[str] = []
+    for value in values:
+        items.extend(item for item in _split(value) if item not in items)
+    return ",".join(items)
+
+
+def _driver_running() -> bool:
+    """True when the driver JVM already runs: spark-submit's, or one this process started."""
+    from pyspark import SparkContext
+
+    return _submitted() or SparkContext._gateway is not None
+
+
+def _driver_has_class(name: str) -> bool:
+    """True when the running driver JVM (spark-submit's) can load class ``name``."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return False
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(name, False, False)
+    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
+        return False
+    return True
+
+
+def _submitted_settings() -> dict[str, str]:
+    """Settings spark-submit (or a cluster's defaults) already set for this driver."""
     if not _submitted():
-        return set()
+        return {}
     from pyspark import SparkContext
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
     jvm = SparkContext._jvm
     if jvm is None:
-        return set()
-    return {entry._1() for entry in jvm.org.apache.spark.SparkConf(True).getAll()}
+        return {}
+    return {entry._1(): entry._2() for entry in jvm.org.apache.spark.SparkConf(True).getAll()}
 
 
 def _submitted() -> bool:
@@ -89,6 +210,12 @@ def _submitted() -> bool:
 
 
 def has_delta_spark(spark: SparkSession) -> bool:
-    """True when Delta Lake's session extension is loaded (production clusters)."""
+    """True when Delta Lake's session extension is loaded (its JARs from the cache, or a
+    cluster's).
+
+    Examples:
+        >>> has_delta_spark(build_session())  # after make setup  # doctest: +SKIP
+        True
+    """
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
-    return "io.delta.sql.DeltaSparkSessionExtension" in extensions
+    return DELTA_EXTENSION in _split(extensions)

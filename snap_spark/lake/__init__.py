@@ -1,9 +1,12 @@
 """Delta tables for snap-spark: one small API (:class:`Lake`), two backends.
 
 - ``delta-spark`` (:class:`DeltaSparkLake`) when the session has Delta Lake's extension
-  (production clusters with ``io.delta:delta-spark`` JARs).
-- ``delta-rs`` (:class:`DeltaRsLake`) otherwise, the embedded default: Spark tasks write the
+  (``io.delta:delta-spark`` JARs: fetched once by ``make setup``, or a cluster's own).
+- ``delta-rs`` (:class:`DeltaRsLake`) otherwise, the JAR-free backend: Spark tasks write the
   Parquet files, the driver commits them with the ``deltalake`` package in one transaction.
+
+The Spark setting ``spark.snap.lake.backend`` (``auto``, ``delta-rs``, ``delta-spark``) or
+``get_lake(spark, backend=...)`` picks one explicitly.
 
 Both keep tables plain Delta (reader/writer protocol 1/2, no deletion vectors, microsecond UTC
 timestamps), so Spark, delta-rs, DuckDB and Polars all read them, and both make appends
@@ -32,11 +35,14 @@ from snap_spark.lake.files import (
     PartitionedFileWriter,
     delete_data_files,
 )
+from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "LAKE_BACKENDS",
+    "LAKE_BACKEND_CONF",
     "DataFile",
     "DeltaRsLake",
     "DeltaSparkLake",
@@ -50,16 +56,41 @@ __all__ = [
 ]
 
 
-def get_lake(spark: SparkSession) -> Lake:
-    """The Delta backend for this session: delta-spark when its extension is loaded, else
-    delta-rs.
+def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
+    """The Delta backend to use on this session.
+
+    ``backend`` (else the session's ``spark.snap.lake.backend`` setting, else ``auto``):
+    ``auto`` is delta-spark when Delta's session extension is loaded, delta-rs otherwise;
+    ``delta-rs`` and ``delta-spark`` choose one (delta-spark needs the extension).
+
+    Raises:
+        LakeError: an unknown backend name, or ``delta-spark`` on a session without Delta's
+            extension.
 
     Examples:
         >>> get_lake(spark).name  # doctest: +SKIP
+        'delta-spark'
+        >>> get_lake(spark, backend="delta-rs").name  # doctest: +SKIP
         'delta-rs'
     """
     from snap_spark.session import has_delta_spark
 
+    choice = backend if backend is not None else spark.conf.get(LAKE_BACKEND_CONF, None)
+    choice = (choice or "auto").strip().lower()
+    if choice not in LAKE_BACKENDS:
+        raise LakeError(
+            f"unknown Delta backend {choice!r} ({LAKE_BACKEND_CONF}): "
+            f"choose one of {', '.join(LAKE_BACKENDS)}"
+        )
+    if choice == "delta-rs":
+        return DeltaRsLake()
     if has_delta_spark(spark):
         return DeltaSparkLake(spark)
+    if choice == "delta-spark":
+        raise LakeError(
+            "the delta-spark backend needs Delta Lake's session extension, and this session "
+            "has none: run `make setup` to cache Delta's JARs, then start the session with "
+            "snap_spark.session.build_session (or spark-submit --jars from "
+            "`python -m snap_spark.delta_jars jars`)"
+        )
     return DeltaRsLake()
