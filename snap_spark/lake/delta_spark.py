@@ -1,7 +1,8 @@
-"""The cluster Delta backend: Delta Lake's own Spark integration (``delta-spark``).
+"""The delta-spark backend: Delta Lake's own Spark integration (``delta-spark``).
 
 Chosen by :func:`snap_spark.lake.get_lake` when ``io.delta.sql.DeltaSparkSessionExtension``
-is loaded. Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer options:
+is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.delta_jars`, or a
+cluster's own). Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer options:
 Delta skips the write, before computing it, when the table already has that transaction);
 merges use ``DeltaTable.merge`` with the same transaction set through Delta's session
 settings ``spark.databricks.delta.write.txnAppId``/``txnVersion``; reads use ``versionAsOf``.
@@ -12,7 +13,10 @@ transactions); it reads any plain Delta table at a path delta-rs understands (lo
 
 Building the backend sets ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` on the
 session, so Delta writes timestamps as microsecond UTC rather than Spark's default INT96.
-This backend needs Delta's JARs and is exercised on clusters only.
+
+It behaves as the delta-rs backend does where Delta alone would differ: a partitioning that
+does not match the table, a merge source with repeated keys, and a missing table are refused
+with :class:`LakeError` before anything is written.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import LakeError
+from snap_spark.lake.api import LakeError, LakeSchemaError
 from snap_spark.lake.common import (
     check_batch,
     check_keys,
@@ -103,7 +107,14 @@ class DeltaSparkLake:
         spark = df.sparkSession
         start_version = _latest_version(spark, path)
         if start_version >= 0:
-            df = conform(df, DeltaTable.forPath(spark, path).toDF().schema, path)
+            table = DeltaTable.forPath(spark, path)
+            df = conform(df, table.toDF().schema, path)
+            existing = _partition_columns(table)
+            if columns and columns != existing:
+                raise LakeSchemaError(
+                    f"table at {path} is partitioned by {existing}, not {columns}"
+                )
+            columns = []  # Delta keeps the table's own partitioning
         write_id = uuid.uuid4().hex
         writer = (
             df.write.format("delta")
@@ -138,6 +149,9 @@ class DeltaSparkLake:
         check_delta_compatible(df.schema)
         check_keys(df.schema, keys)
         spark = df.sparkSession
+        if txn is not None and _txn_done(path, txn):
+            return  # checked before the key check's Spark job; Delta would skip it too
+        _check_unique_keys(df, keys)
         if not DeltaTable.isDeltaTable(spark, path):
             writer = df.write.format("delta").mode("append")
             if txn is not None:
@@ -163,6 +177,10 @@ class DeltaSparkLake:
             >>> lake.read(spark, "/lake/tasks", version=0).count()  # doctest: +SKIP
             0
         """
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(spark, path):
+            raise LakeError(f"no Delta table at {path}")
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
@@ -178,6 +196,8 @@ class DeltaSparkLake:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            raise LakeError(f"no Delta table at {path}")
         frame = DeltaTable.forPath(self.spark, path).history()
         rows = (
             frame.select(
@@ -209,16 +229,26 @@ class DeltaSparkLake:
 
         return bool(DeltaTable.isDeltaTable(self.spark, path))
 
-
     def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
-        """Distinct values of ``column`` through Spark; see :meth:`Lake.distinct_values`."""
+        """Distinct values of ``column`` through Spark; see :meth:`Lake.distinct_values`.
+
+        Examples:
+            >>> lake.distinct_values(spark, "/lake/raw_messages", "file_key")  # doctest: +SKIP
+            {'4f0c...', '9a1e...'}
+        """
         if not self.exists(path):
             return set()
         rows = self.read(spark, path).select(column).distinct().collect()
         return {row[0] for row in rows}
 
     def data_root(self, path: str, staging: str) -> str:
-        """A folder under ``staging``: Delta's own writer copies the files into the table."""
+        """A folder under ``staging``: Delta's own writer copies the files into the table.
+
+        Examples:
+            >>> DeltaSparkLake.data_root(lake, "/lake/messages", "/lake/_staging/r1")
+            ... # doctest: +SKIP
+            '/lake/_staging/r1/messages-1a2b3c4d'
+        """
         name = path.rstrip("/").rsplit("/", 1)[-1] or "table"
         return f"{staging.rstrip('/')}/{name}-{uuid.uuid4().hex[:8]}"
 
@@ -235,7 +265,15 @@ class DeltaSparkLake:
         version: int,
     ) -> bool:
         """Append the rows of staged Parquet files through Delta's writer (delta-spark has
-        no public API to adopt files in place); see :meth:`Lake.add_files`."""
+        no public API to adopt files in place); see :meth:`Lake.add_files`.
+
+        Examples:
+            >>> lake.add_files(spark, "/lake/raw", root, files, schema=schema,
+            ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
+            True
+        """
+        # Delta checks the app transaction before it computes the frame: a re-run reads
+        # none of the staged files
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
                            version=version, partition_by=partition_by)
 
@@ -244,12 +282,43 @@ def staged_frame(
     spark: SparkSession, root: str, files: Sequence[DataFile], schema: StructType
 ) -> DataFrame:
     """The rows of Parquet files written under ``root`` (Hive-style partition folders), as a
-    DataFrame with ``schema``'s columns in order; empty when there are no files."""
+    DataFrame with ``schema``'s columns in order; empty when there are no files.
+
+    Examples:
+        >>> staged_frame(spark, "/lake/_staging/r1/messages-1a2b", files, MESSAGES).count()
+        ... # doctest: +SKIP
+        2000
+    """
     paths = [f"{root.rstrip('/')}/{f.path}" for f in files]
     if not paths:
         return spark.createDataFrame([], schema)
     return (spark.read.schema(schema).option("basePath", root).parquet(*paths)
             .select(*schema.fieldNames()))
+
+
+def _partition_columns(table: Any) -> list[str]:
+    """Partition columns of a ``delta.tables.DeltaTable``, from its detail (no data read)."""
+    row = table.detail().select("partitionColumns").first()
+    return [] if row is None else [str(c) for c in row[0]]
+
+
+def _txn_done(path: str, txn: tuple[str, int]) -> bool:
+    """True when the table at ``path`` already holds app transaction ``txn`` or a later one."""
+    done = read_txn_version(table_uri(path), txn[0])
+    return done is not None and done >= txn[1]
+
+
+def _check_unique_keys(df: DataFrame, keys: Sequence[str]) -> None:
+    """Refuse a merge source with several rows for one key, as the delta-rs backend does.
+
+    Delta alone fails only when such rows match a target row, and inserts them all otherwise
+    (two rows for one new key); one Spark job over the keys keeps both backends equal.
+    """
+    from pyspark.sql import functions as F
+
+    repeated = df.groupBy(*[F.col(k) for k in keys]).count().where(F.col("count") > 1)
+    if repeated.limit(1).count():
+        raise LakeError(f"merge source has several rows for the same key {list(keys)}")
 
 
 def _latest_version(spark: SparkSession, path: str) -> int:
