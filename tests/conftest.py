@@ -41,8 +41,13 @@ def signature_vectors() -> Any:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local[2] SparkSession for the whole run (delta's python tests do the same)."""
-    from snap_spark.session import build_session
+    """One local[2] SparkSession for the whole run (delta's python tests do the same).
+
+    It loads Delta Lake from the JARs ``make setup`` cached, so the delta-spark tests run on
+    it, but its default backend is delta-rs: tests that want delta-spark ask for it
+    (``get_lake(spark, backend="delta-spark")``, ``tests.lake.helpers.use_backend``).
+    """
+    from snap_spark.session import LAKE_BACKEND_CONF, build_session
 
     session = build_session(
         app_name="snap-spark-tests",
@@ -52,6 +57,8 @@ def spark():  # type: ignore[no-untyped-def]
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "2g",
+            LAKE_BACKEND_CONF: "delta-rs",
+            "spark.databricks.delta.snapshotPartitions": "2",  # small logs, 2 cores
         },
     )
     yield session

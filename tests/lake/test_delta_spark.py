@@ -1,88 +1,358 @@
-"""The delta-spark backend, as far as it runs without Delta's JARs (it runs on clusters)."""
+"""The delta-spark backend on real Delta Lake: the JARs ``make setup`` cached, loaded into the
+shared test session, tables checked with delta-rs (``deltalake``), independently of Spark.
+
+These tests fail (never skip) when Delta's JARs are missing: run ``make setup``.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from snap_spark.lake import DeltaRsLake, DeltaSparkLake, Lake, get_lake
-from snap_spark.lake.delta_spark import (
-    TIMESTAMP_TYPE_CONF,
-    TXN_APP_ID_CONF,
-    TXN_VERSION_CONF,
-    _dml_transaction,
+from snap_spark import delta_jars
+from snap_spark.lake import (
+    DeltaRsLake,
+    DeltaSparkLake,
+    Lake,
+    LakeError,
+    LakeSchemaError,
+    get_lake,
 )
+from snap_spark.lake.common import marker_write_id
+from snap_spark.lake.delta_spark import TIMESTAMP_TYPE_CONF, TXN_APP_ID_CONF, TXN_VERSION_CONF
+from snap_spark.session import DELTA_CATALOG, has_delta_spark
+from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
 
 pytestmark = pytest.mark.spark
 
-
-@pytest.fixture
-def restore_timestamp_conf(spark: SparkSession):  # type: ignore[no-untyped-def]
-    previous = spark.conf.get(TIMESTAMP_TYPE_CONF, None)
-    yield
-    if previous is None:
-        spark.conf.unset(TIMESTAMP_TYPE_CONF)
-    else:
-        spark.conf.set(TIMESTAMP_TYPE_CONF, previous)
+UTC = dt.UTC
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+DAY1, DAY2 = dt.date(2024, 5, 1), dt.date(2024, 5, 2)
+SCHEMA = "id long, sender string, received_at timestamp, day date, tags array<string>"
+TASKS = "task_id string, state string, updated_at timestamp, transitions int"
+AT = dt.datetime(2024, 5, 1, tzinfo=UTC)
 
 
-@pytest.mark.usefixtures("restore_timestamp_conf")
-def test_get_lake_picks_delta_spark_when_the_extension_is_loaded(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("snap_spark.session.has_delta_spark", lambda _spark: True)
-    chosen = get_lake(spark)
-    assert isinstance(chosen, DeltaSparkLake) and isinstance(chosen, Lake)
-    assert chosen.name == "delta-spark"
+def messages(spark: SparkSession, ids: range, day: dt.date | None = DAY1) -> DataFrame:
+    """Rows with a null sender now and then; ``day=None`` puts odd ids on DAY1, even on DAY2."""
+    rows = [
+        (
+            i,
+            f"agent-{i % 3}" if i % 4 else None,
+            dt.datetime(2024, 5, 1, 12, 0, i % 60, 123456 + i, tzinfo=UTC),
+            day if day is not None else (DAY1 if i % 2 else DAY2),
+            [f"t{i}"],
+        )
+        for i in ids
+    ]
+    return spark.createDataFrame(rows, SCHEMA)
+
+
+def tasks(spark: SparkSession, rows: list[tuple[str, str, int, int]]) -> DataFrame:
+    """Task rows ``(task_id, state, seconds after AT, transitions)``."""
+    return spark.createDataFrame(
+        [(t, s, AT + dt.timedelta(seconds=sec), n) for t, s, sec, n in rows], TASKS
+    )
+
+
+def ids_of(path: str | Path) -> list[int]:
+    return [row["id"] for row in delta_rows(path, "select id from t order by id")]
+
+
+def test_session_loads_the_cached_jars_and_the_backend_setting_chooses(spark: SparkSession) -> None:
+    lake = delta_spark_lake(spark)
+    jars = delta_jars.available()
+    assert jars is not None and any("delta-spark_2.13" in jar for jar in jars)
+    assert spark.sparkContext.getConf().get("spark.jars") == ",".join(jars)
+    assert has_delta_spark(spark)
+    assert spark.conf.get("spark.sql.catalog.spark_catalog") == DELTA_CATALOG
+
+    assert isinstance(lake, Lake) and lake.name == "delta-spark"
+    assert get_lake(spark).name == "delta-rs"  # the test session's default setting
+    assert get_lake(spark, backend="auto").name == "delta-spark"  # the extension is loaded
+    with use_backend(spark, "auto"):
+        assert isinstance(get_lake(spark), DeltaSparkLake)
+    with use_backend(spark, "delta-spark"):
+        assert isinstance(get_lake(spark), DeltaSparkLake)
+        assert isinstance(get_lake(spark, backend="delta-rs"), DeltaRsLake)  # argument wins
+    assert get_lake(spark).name == "delta-rs"  # restored
+    with pytest.raises(LakeError, match="unknown Delta backend 'delta'"):
+        get_lake(spark, backend="delta")
     # Delta writes microsecond timestamps, not Spark's default INT96
     assert spark.conf.get(TIMESTAMP_TYPE_CONF) == "TIMESTAMP_MICROS"
 
 
-def test_idempotent_merge_settings_are_scoped(spark: SparkSession) -> None:
-    with _dml_transaction(spark, ("fold", 4)):
-        assert spark.conf.get(TXN_APP_ID_CONF) == "fold"
-        assert spark.conf.get(TXN_VERSION_CONF) == "4"
-    assert spark.conf.get(TXN_APP_ID_CONF, None) is None
-    assert spark.conf.get(TXN_VERSION_CONF, None) is None
-    with _dml_transaction(spark, None):
-        assert spark.conf.get(TXN_APP_ID_CONF, None) is None
+def test_append_is_idempotent_per_app_transaction(spark: SparkSession, tmp_path: Path) -> None:
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "messages")
+    assert not lake.exists(path)
+    assert lake.append(messages(spark, range(5)), path, app_id="q", version=7) is True
+    assert lake.exists(path)
+    # a replayed batch (same or older version) writes nothing, whatever its rows
+    assert lake.append(messages(spark, range(5)), path, app_id="q", version=7) is False
+    assert lake.append(messages(spark, range(100, 105)), path, app_id="q", version=3) is False
+    assert DeltaTable(path).version() == 0
+    # another app id has its own sequence; a newer version writes
+    assert lake.append(messages(spark, range(5, 8)), path, app_id="other", version=0)
+    assert lake.append(messages(spark, range(8, 10)), path, app_id="q", version=8)
+
+    assert ids_of(path) == list(range(10))
+    assert DeltaTable(path).version() == 2
+    assert (lake.txn_version(path, "q"), lake.txn_version(path, "other")) == (8, 0)
+    assert DeltaTable(path).transaction_version("q") == 8  # Delta's own txn action
+    assert lake.txn_version(path, "never") is None
+    assert lake.txn_version(str(tmp_path / "absent"), "q") is None
 
 
-@pytest.mark.usefixtures("restore_timestamp_conf")
-def test_txn_version_reads_any_delta_table(spark: SparkSession, tmp_path: Path) -> None:
-    path = str(tmp_path / "t")
-    assert DeltaRsLake().append(spark.range(3), path, app_id="q", version=5)
-    assert DeltaSparkLake(spark).txn_version(path, "q") == 5
-    assert DeltaSparkLake(spark).txn_version(path, "other") is None
-
-
-def test_staged_files_read_back_as_the_rows_delta_spark_appends(
+def test_partitioned_append_read_back_and_distinct_values(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """What ``DeltaSparkLake.add_files`` hands to Delta's writer: the landed rows, partition
-    column included, in the table's column order (the append itself needs Delta's JARs)."""
-    import datetime as dt
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "raw")
+    assert lake.distinct_values(spark, path, "sender") == set()  # no table yet
+    df = messages(spark, range(10), day=None)
+    assert lake.append(df, path, app_id="raw", version=0, partition_by=["day"])
+    # later appends may omit partition_by; a different one is refused before writing
+    assert lake.append(messages(spark, range(10, 12)), path, app_id="raw", version=1)
+    with pytest.raises(LakeSchemaError, match="partitioned by"):
+        lake.append(df, path, app_id="raw", version=2, partition_by=["sender"])
+    assert DeltaTable(path).version() == 1
 
-    import pyarrow as pa
+    table = DeltaTable(path)
+    assert table.metadata().partition_columns == ["day"]
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    assert {a["partition.day"] for a in actions} == {DAY1, DAY2}
+    assert all(a["path"].startswith(f"day={a['partition.day']}/") for a in actions)
+    day2 = delta_rows(path, "select id from t where day = date '2024-05-02' and id < 10")
+    assert sorted(r["id"] for r in day2) == [0, 2, 4, 6, 8]
 
-    from snap_spark.lake.delta_spark import staged_frame
+    back = lake.read(spark, path)
+    assert back.columns == df.columns
+    assert_df_equality(back.where(F.col("id") < 10), df, ignore_row_order=True,
+                       ignore_nullable=True)
+    assert lake.distinct_values(spark, path, "day") == {DAY1, DAY2}  # a partition column
+    assert lake.distinct_values(spark, path, "sender") == {None, "agent-0", "agent-1",
+                                                           "agent-2"}
+
+
+def test_merge_updates_inserts_and_skips_a_replayed_transaction(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "tasks")
+    lake.merge(tasks(spark, [("t1", "submitted", 0, 0), ("t2", "working", 0, 1)]), path,
+               ["task_id"])  # creates the table
+    update = tasks(spark, [("t2", "completed", 5, 2), ("t3", "submitted", 5, 0)])
+    lake.merge(update, path, ["task_id"], app_id="fold", version=1)
+    # replaying the same merge, even with other rows, is skipped
+    lake.merge(tasks(spark, [("t2", "failed", 9, 9)]), path, ["task_id"], app_id="fold",
+               version=1)
+    # Delta's idempotent-DML settings are set for the one statement only
+    assert spark.conf.get(TXN_APP_ID_CONF, None) is None
+    assert spark.conf.get(TXN_VERSION_CONF, None) is None
+
+    got = {r["task_id"]: (r["state"], r["transitions"], r["updated_at"])
+           for r in delta_rows(path)}
+    assert got == {
+        "t1": ("submitted", 0, AT),
+        "t2": ("completed", 2, AT + dt.timedelta(seconds=5)),
+        "t3": ("submitted", 0, AT + dt.timedelta(seconds=5)),
+    }
+    assert lake.txn_version(path, "fold") == 1
+    assert [h["operation"] for h in lake.history(path)] == ["MERGE", "WRITE"]
+    lake.merge(tasks(spark, [("t3", "working", 7, 1)]), path, ["task_id"], app_id="fold",
+               version=2)
+    assert lake.txn_version(path, "fold") == 2
+    assert {r["state"] for r in delta_rows(path, "select state from t where task_id='t3'")} == {
+        "working"}
+
+    # refused before writing, as delta-rs refuses them
+    twice = tasks(spark, [("t9", "working", 1, 1), ("t9", "failed", 2, 2)])
+    with pytest.raises(LakeError, match="several rows"):
+        lake.merge(twice, path, ["task_id"])
+    with pytest.raises(LakeSchemaError, match="missing columns"):
+        lake.merge(update.drop("transitions"), path, ["task_id"])
+    with pytest.raises(ValueError, match="both app_id and version"):
+        lake.merge(update, path, ["task_id"], app_id="fold")
+    assert DeltaTable(path).version() == 2
+
+
+def test_read_old_version_and_history(spark: SparkSession, tmp_path: Path) -> None:
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "messages")
+    assert lake.append(messages(spark, range(3)), path, app_id="q", version=0)
+    assert lake.append(messages(spark, range(3, 6)), path, app_id="q", version=1)
+
+    assert sorted(r.id for r in lake.read(spark, path, version=0).collect()) == [0, 1, 2]
+    assert lake.read(spark, path).count() == 6
+
+    history = lake.history(path)
+    assert [h["version"] for h in history] == [1, 0]
+    assert [h["operation"] for h in history] == ["WRITE", "WRITE"]
+    assert all(isinstance(h["timestamp"], int) and h["timestamp"] > 0 for h in history)
+    assert history[0]["operationParameters"]["mode"] == "Append"
+    markers = [json.loads(h["userMetadata"]) for h in history]
+    assert [(m["appId"], m["txnVersion"]) for m in markers] == [("q", 1), ("q", 0)]
+    assert all(marker_write_id(h["userMetadata"]) for h in history)
+
+
+def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Path) -> None:
+    """The batch job's path: files staged under ``data_root`` go in as one commit; a re-run
+    of the same transaction adds nothing."""
+    lake = delta_spark_lake(spark)
     from snap_spark.lake.files import PartitionedFileWriter
     from snap_spark.pipeline.land import table_arrow_schema
     from snap_spark.schemas.tables import MESSAGES
 
+    path = str(tmp_path / "lake" / "messages")
+    root = lake.data_root(path, str(tmp_path / "lake" / "_staging" / "run1"))
+    assert root.startswith(str(tmp_path / "lake" / "_staging" / "run1"))
     schema = table_arrow_schema("messages")
-    rows = [{**{f.name: None for f in schema}, "ingest_id": "i", "source_file": "f",
-             "file_key": "k", "line_no": n, "has_sig": False, "verdict": "valid",
-             "event_date": dt.date(2026, 2, 4 + n % 2)}
+    moment = dt.datetime(2026, 2, 4, 1, 2, 3, 456789, tzinfo=UTC)
+    rows = [{**{f.name: None for f in schema}, "ingest_id": "i", "ingest_time": moment,
+             "source_file": "f", "file_key": "k", "line_no": n, "has_sig": False,
+             "verdict": "valid", "event_date": dt.date(2026, 2, 4 + n % 2)}
             for n in range(1, 6)]
-    writer = PartitionedFileWriter(str(tmp_path), schema, ["event_date"])
+    writer = PartitionedFileWriter(root, schema, ["event_date"])
     writer.write(pa.RecordBatch.from_pylist(rows, schema=schema))
     files = writer.close()
     assert len(files) == 2
-    df = staged_frame(spark, str(tmp_path), files, MESSAGES)
-    assert df.columns == MESSAGES.fieldNames()
-    got = sorted((r["line_no"], r["event_date"]) for r in df.collect())
-    assert got == [(r["line_no"], r["event_date"]) for r in rows]
-    assert staged_frame(spark, str(tmp_path), [], MESSAGES).count() == 0
+
+    assert lake.add_files(spark, path, root, files, schema=MESSAGES,
+                          partition_by=["event_date"], app_id="run", version=1)
+    assert not lake.add_files(spark, path, root, files, schema=MESSAGES,
+                              partition_by=["event_date"], app_id="run", version=1)
+    assert lake.add_files(spark, path, root, [], schema=MESSAGES, partition_by=["event_date"],
+                          app_id="empty", version=1)  # no files: only the transaction
+
+    table = DeltaTable(path)
+    assert (table.version(), table.transaction_version("empty")) == (1, 1)
+    assert table.metadata().partition_columns == ["event_date"]
+    assert [f.name for f in table.schema().fields] == MESSAGES.fieldNames()
+    got = delta_rows(path, "select line_no, event_date, ingest_time from t order by line_no")
+    assert got == [{"line_no": r["line_no"], "event_date": r["event_date"],
+                    "ingest_time": moment} for r in rows]
+
+
+def test_empty_append_commits_only_the_transaction(spark: SparkSession, tmp_path: Path) -> None:
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "messages")
+    empty = messages(spark, range(0))
+    assert lake.append(empty, path, app_id="q", version=0, partition_by=["day"])
+    table = DeltaTable(path)
+    assert (table.version(), table.transaction_version("q"), table.file_uris()) == (0, 0, [])
+    assert table.metadata().partition_columns == ["day"]
+    back = lake.read(spark, path)
+    assert back.count() == 0 and back.columns == empty.columns
+    assert lake.append(empty, path, app_id="q", version=0) is False
+    assert lake.append(empty, path, app_id="q", version=1)
+    assert DeltaTable(path).version() == 1
+
+
+def test_tables_stay_plain_delta_with_utc_microsecond_timestamps(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    lake = delta_spark_lake(spark)
+    path = tmp_path / "events"
+    moment = dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
+    df = spark.createDataFrame([(1, moment, DAY1)], "id long, at timestamp, day date")
+    assert lake.append(df, str(path), app_id="q", version=0, partition_by=["day"])
+    later = spark.createDataFrame([(1, moment + dt.timedelta(microseconds=-1), DAY1),
+                                   (2, moment, DAY2)], "id long, at timestamp, day date")
+    lake.merge(later, str(path), ["id"])  # rewrites a file: no deletion vector may appear
+
+    facts = table_facts(path)
+    assert facts["protocol"] == (1, 2)
+    assert facts["features"] == (None, None)
+    assert "delta.enableDeletionVectors" not in facts["configuration"]
+    actions = [
+        json.loads(line)
+        for commit in sorted((path / "_delta_log").glob("*.json"))
+        for line in commit.read_text().splitlines()
+    ]
+    assert not any("deletionVector" in json.dumps(a) for a in actions)
+    assert all(a["add"]["stats"] for a in actions if "add" in a)
+    assert any("remove" in a for a in actions)  # the merge did rewrite
+
+    for data_file in DeltaTable(str(path)).file_uris():
+        assert pq.read_schema(data_file).field("at").type == pa.timestamp("us", tz="UTC")
+        logical = json.loads(pq.ParquetFile(data_file).schema.column(1).logical_type.to_json())
+        assert (logical["Type"], logical["isAdjustedToUTC"], logical["timeUnit"]) == (
+            "Timestamp", True, "microseconds")
+    got = {r["id"]: r["at"] for r in delta_rows(path)}
+    assert got == {1: moment - dt.timedelta(microseconds=1), 2: moment}
+    back = lake.read(spark, str(path)).where("id = 2").select(F.unix_micros("at").alias("us"))
+    assert back.first()["us"] == (moment - EPOCH) // dt.timedelta(microseconds=1)  # type: ignore[index]
+
+
+def test_refusals_leave_the_table_as_it_was(spark: SparkSession, tmp_path: Path) -> None:
+    lake = delta_spark_lake(spark)
+    path = str(tmp_path / "messages")
+    assert lake.append(messages(spark, range(2)), path, app_id="q", version=0)
+    wider = messages(spark, range(2, 4)).withColumn("extra", F.lit(1))
+    with pytest.raises(LakeSchemaError, match=r"columns not in the table \['extra'\]"):
+        lake.append(wider, path, app_id="q", version=1)
+    with pytest.raises(LakeSchemaError, match="timestamp_ntz"):
+        lake.append(spark.sql("select timestamp_ntz'2024-01-01 00:00:00' as t"),
+                    str(tmp_path / "ntz"), app_id="q", version=0)
+    with pytest.raises(LakeError, match="foreachBatch"):
+        lake.append(spark.readStream.format("rate").load(), path, app_id="q", version=1)
+    # column order does not matter
+    shuffled = messages(spark, range(2, 4)).select("tags", "id", "day", "received_at", "sender")
+    assert lake.append(shuffled, path, app_id="q", version=1)
+    assert ids_of(path) == [0, 1, 2, 3]
+    for call in (lambda: lake.read(spark, str(tmp_path / "absent")),
+                 lambda: lake.history(str(tmp_path / "absent"))):
+        with pytest.raises(LakeError, match="no Delta table"):
+            call()
+
+
+def lake_scenario(spark: SparkSession, lake: Lake, root: Path) -> list[bool]:
+    """The same appends and merges, run against one backend; returns append results."""
+    results = []
+    raw, tasks_path = str(root / "raw"), str(root / "tasks")
+    results.append(lake.append(messages(spark, range(8), day=None), raw, app_id="ingest",
+                               version=0, partition_by=["day"]))
+    results.append(lake.append(messages(spark, range(50, 53), day=None), raw,
+                               app_id="ingest", version=0))  # a replay: nothing
+    results.append(lake.append(messages(spark, range(8, 12)), raw, app_id="ingest",
+                               version=1))
+    results.append(lake.append(messages(spark, range(0)), raw, app_id="empty", version=3))
+    lake.merge(tasks(spark, [("t1", "submitted", 0, 0), ("t2", "working", 1, 1)]), tasks_path,
+               ["task_id"], app_id="fold", version=0)
+    lake.merge(tasks(spark, [("t2", "completed", 2, 2), ("t3", "submitted", 2, 0)]),
+               tasks_path, ["task_id"], app_id="fold", version=1)
+    lake.merge(tasks(spark, [("t1", "failed", 3, 9)]), tasks_path, ["task_id"],
+               app_id="fold", version=1)  # a replay: nothing
+    lake.merge(tasks(spark, [("t1", "working", 4, 1)]), tasks_path, ["task_id"])
+    return results
+
+
+def test_both_backends_write_equal_tables(spark: SparkSession, tmp_path: Path) -> None:
+    lake = delta_spark_lake(spark)
+    runs: dict[str, tuple[list[bool], Path]] = {}
+    backends: dict[str, Callable[[], Lake]] = {"delta-rs": DeltaRsLake, "delta-spark": lambda: lake}
+    for name, make in backends.items():
+        runs[name] = (lake_scenario(spark, make(), tmp_path / name), tmp_path / name)
+    (rs_results, rs_root), (ds_results, ds_root) = runs["delta-rs"], runs["delta-spark"]
+    assert rs_results == ds_results == [True, False, True, True]
+    for table, order in (("raw", "id"), ("tasks", "task_id")):
+        sql = f"select * from t order by {order}"
+        rs_rows: list[dict[str, Any]] = delta_rows(rs_root / table, sql)
+        assert rs_rows and delta_rows(ds_root / table, sql) == rs_rows
+        assert table_facts(ds_root / table) == table_facts(rs_root / table)
+    for table, app_id in (("raw", "ingest"), ("raw", "empty"), ("tasks", "fold")):
+        versions = {DeltaTable(str(root / table)).transaction_version(app_id)
+                    for root in (rs_root, ds_root)}
+        assert len(versions) == 1 and None not in versions

@@ -1,0 +1,118 @@
+"""The batch job on each Delta backend: delta-rs and delta-spark write equal tables.
+
+Both lakes are read back with delta-rs's own engine, so the comparison does not go through
+either writer's reader. Only per-run columns (``ingest_id``, ``ingest_time``) may differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from snap_spark import delta_jars
+from snap_spark.pipeline.job import run
+from snap_spark.sample import SampleConfig, generate
+from tests.lake.helpers import delta_rows, table_facts, use_backend
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TABLES = ("raw_messages", "messages")
+PER_RUN = ("ingest_id", "ingest_time")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rows(lake: Path, table: str) -> list[dict[str, Any]]:
+    """A table's rows in input order, per-run columns dropped."""
+    got = delta_rows(lake / table)
+    for row in got:
+        for column in PER_RUN:
+            assert row.pop(column) is not None
+    return sorted(got, key=lambda r: (r["source_file"], r["line_no"]))
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,200 labelled lines with attacks and replays, over a plain and a .gz file."""
+    folder = tmp_path_factory.mktemp("sample")
+    lines = [line for line, _ in generate(SampleConfig(agents=6, messages=1200, seed=5,
+                                                       attack_share=0.3))]
+    (folder / "a.jsonl").write_bytes(b"\n".join(lines[:700]) + b"\n")
+    with gzip.open(folder / "b.jsonl.gz", "wb") as f:
+        f.write(b"\n".join(lines[700:]) + b"\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lakes(spark: SparkSession, sample: Path, tmp_path_factory: pytest.TempPathFactory
+          ) -> dict[str, Any]:
+    """The job run once per backend, each into its own lake."""
+    out: dict[str, Any] = {}
+    for backend in ("delta-rs", "delta-spark"):
+        lake = tmp_path_factory.mktemp(backend)
+        with use_backend(spark, backend):
+            out[backend] = {"lake": lake, "result": run(spark, [str(sample)], str(lake))}
+    return out
+
+
+def test_the_job_writes_equal_tables_on_both_backends(lakes: dict[str, Any]) -> None:
+    rs, ds = lakes["delta-rs"], lakes["delta-spark"]
+    assert ds["result"].lines_read == 1200
+    assert ds["result"].rejected > 0 and ds["result"].counts.get(2006)  # attacks, replays
+    same = {"seconds": 0.0}
+    assert dataclasses.replace(ds["result"], **same) == dataclasses.replace(rs["result"], **same)
+    for table in TABLES:
+        expected = rows(rs["lake"], table)
+        assert len(expected) == 1200
+        assert rows(ds["lake"], table) == expected, table
+        assert table_facts(ds["lake"] / table) == table_facts(rs["lake"] / table)
+    assert table_facts(ds["lake"] / "messages")["partition_columns"] == ["event_date"]
+    assert table_facts(ds["lake"] / "messages")["protocol"] == (1, 2)
+    # delta-spark committed through Delta's writer, delta-rs through its own
+    engines = {DeltaTable(str(ds["lake"] / t)).history(1)[0].get("engineInfo") for t in TABLES}
+    assert all(e and "Delta-Lake" in e for e in engines)
+    assert not (ds["lake"] / "_staging").exists()  # the staged copies are gone
+
+
+def test_a_rerun_on_delta_spark_adds_nothing(
+    spark: SparkSession, sample: Path, lakes: dict[str, Any],
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    lake = lakes["delta-spark"]["lake"]
+    versions = [DeltaTable(str(lake / t)).version() for t in TABLES]
+    with use_backend(spark, "delta-spark"):
+        again = run(spark, [str(sample)], str(lake))
+    assert "backend=delta-spark" in capsys.readouterr().err
+    assert (again.files_seen, again.files_processed, again.lines_read) == (2, 0, 0)
+    assert [DeltaTable(str(lake / t)).version() for t in TABLES] == versions
+
+
+def test_spark_submit_with_the_cached_jars_runs_on_delta_spark(tmp_path: Path) -> None:
+    """What ``make run`` does: spark-submit --jars <cache> (the driver JVM starts before
+    Python, so only spark-submit can put the JARs on its classpath)."""
+    jars = delta_jars.available()
+    assert jars is not None, "Delta's JARs are not cached: run `make setup`"
+    path = tmp_path / "in.jsonl"
+    lines = [line for line, _ in generate(SampleConfig(agents=3, messages=20, seed=1))]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
+         "--conf", "spark.ui.enabled=false", "--jars", ",".join(jars),
+         str(ROOT / "jobs" / "verify_messages.py"), "--input", str(path),
+         "--lake", str(tmp_path / "lake")],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "backend=delta-spark" in proc.stdout + proc.stderr
+    assert len(delta_rows(tmp_path / "lake" / "messages")) == 20
+    info = DeltaTable(str(tmp_path / "lake" / "messages")).history(1)[0]
+    assert "Delta-Lake" in str(info.get("engineInfo"))
