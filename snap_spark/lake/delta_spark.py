@@ -53,6 +53,9 @@ TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 #: Parquet timestamp encoding Spark (and so Delta) writes; INT96 unless set.
 TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
 
+#: Commits :func:`_write_committed` reads at first to find its own.
+_HISTORY_PAGE = 16
+
 #: History columns returned by :meth:`DeltaSparkLake.history` (besides ``timestamp``).
 _HISTORY_COLUMNS = (
     "version",
@@ -109,7 +112,7 @@ class DeltaSparkLake:
         if start_version >= 0:
             table = DeltaTable.forPath(spark, path)
             df = conform(df, table.toDF().schema, path)
-            existing = _partition_columns(table)
+            existing = _partition_columns(spark, path)
             if columns and columns != existing:
                 raise LakeSchemaError(
                     f"table at {path} is partitioned by {existing}, not {columns}"
@@ -296,10 +299,24 @@ def staged_frame(
             .select(*schema.fieldNames()))
 
 
-def _partition_columns(table: Any) -> list[str]:
-    """Partition columns of a ``delta.tables.DeltaTable``, from its detail (no data read)."""
-    row = table.detail().select("partitionColumns").first()
-    return [] if row is None else [str(c) for c in row[0]]
+def _partition_columns(spark: SparkSession, path: str) -> list[str]:
+    """Partition columns of the Delta table at ``path``, from ``DESCRIBE TABLE``.
+
+    ``DeltaTable.detail()`` would say the same, but it counts the table's files first (a
+    rebuild of its state from the log, three Spark jobs); DESCRIBE reads only the metadata.
+    """
+    name = "delta.`" + path.replace("`", "``") + "`"
+    columns: list[str] = []
+    section = False
+    for row in spark.sql(f"DESCRIBE TABLE {name}").collect():
+        label = (row["col_name"] or "").strip()
+        if label == "# Partition Information":
+            section = True
+        elif section and (not label or (label.startswith("#") and columns)):
+            break  # the next section
+        elif section and not label.startswith("#"):
+            columns.append(label)
+    return columns
 
 
 def _txn_done(path: str, txn: tuple[str, int]) -> bool:
@@ -334,14 +351,23 @@ def _latest_version(spark: SparkSession, path: str) -> int:
 
 
 def _write_committed(spark: SparkSession, path: str, write_id: str, start_version: int) -> bool:
-    """True when a commit after ``start_version`` carries the marker of ``write_id``."""
+    """True when a commit after ``start_version`` carries the marker of ``write_id``.
+
+    Reads the latest :data:`_HISTORY_PAGE` commits in one go (one Spark job), and more only
+    when other writers committed that many times meanwhile.
+    """
     from delta.tables import DeltaTable
 
-    newer = _latest_version(spark, path) - start_version
-    if newer <= 0:
-        return False
-    rows = DeltaTable.forPath(spark, path).history(newer).select("userMetadata").collect()
-    return any(marker_write_id(row[0]) == write_id for row in rows)
+    table = DeltaTable.forPath(spark, path)
+    limit = _HISTORY_PAGE
+    while True:
+        rows = table.history(limit).select("version", "userMetadata").collect()
+        newer = [row for row in rows if int(row[0]) > start_version]
+        if any(marker_write_id(row[1]) == write_id for row in newer):
+            return True
+        if len(newer) < len(rows) or len(rows) < limit:
+            return False  # every commit since start_version was looked at
+        limit *= 4
 
 
 @contextmanager
