@@ -134,11 +134,14 @@ def _delta_settings(
     if _driver_running():
         if _driver_has_class(DELTA_EXTENSION):
             return loaded
+        hint = (
+            "Delta's classes are not on the running driver's classpath: give spark-submit "
+            "--jars $(python -m snap_spark.delta_jars jars)"
+        )
         if required:
-            raise delta_jars.DeltaJarsError(
-                "Delta's classes are not on the running driver's classpath: give "
-                "spark-submit --jars $(python -m snap_spark.delta_jars jars) (after make setup)"
-            )
+            raise delta_jars.DeltaJarsError(hint + " (after make setup)")
+        if delta_jars.available() is not None:  # cached, so probably meant to be used
+            print(f"snap-spark: {hint}; this session has no Delta", file=sys.stderr)
         return {}
     jars = delta_jars.available()
     if jars is None:
@@ -184,9 +187,14 @@ def _driver_has_class(name: str) -> bool:
     jvm = SparkContext._jvm
     if jvm is None:
         return False
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
     try:
         jvm.org.apache.spark.util.Utils.classForName(name, False, False)
-    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
+    except Py4JJavaError as error:
+        # only "not there" means no Delta; any other failure must not pass for it silently
+        if error.java_exception.getClass().getName() != "java.lang.ClassNotFoundException":
+            raise
         return False
     return True
 
