@@ -2,14 +2,16 @@
 
 Chosen by :func:`snap_spark.lake.get_lake` when ``io.delta.sql.DeltaSparkSessionExtension``
 is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.delta_jars`, or a
-cluster's own). Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer options:
-Delta skips the write, before computing it, when the table already has that transaction);
+cluster's own). Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer
+options: Delta skips the write, before computing it, when the table already has that
+transaction);
 merges use ``DeltaTable.merge`` with the same transaction set through Delta's session
 settings ``spark.databricks.delta.write.txnAppId``/``txnVersion``; reads use ``versionAsOf``.
 
-Only ``txn_version`` goes through delta-rs's reader (delta-spark has no Python API for app
-transactions); it reads any plain Delta table at a path delta-rs understands (local, ``s3://``
-/ ``s3a://``, ``gs://``, ``abfss://``; credentials from the environment).
+Only app transaction versions are read with delta-rs (delta-spark has no Python API for
+them): ``txn_version``, and the replay check that lets a replayed merge skip its key check.
+delta-rs reads any plain Delta table at a path it understands (local, ``s3://`` / ``s3a://``,
+``gs://``, ``abfss://``; credentials from the environment).
 
 Building the backend sets ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` on the
 session, so Delta writes timestamps as microsecond UTC rather than Spark's default INT96.
@@ -70,7 +72,7 @@ _HISTORY_COLUMNS = (
 
 
 class DeltaSparkLake:
-    """:class:`~snap_spark.lake.Lake` backend on delta-spark (clusters with Delta's JARs).
+    """:class:`~snap_spark.lake.Lake` backend on delta-spark (sessions with Delta's JARs).
 
     Examples:
         >>> lake = DeltaSparkLake(spark)  # doctest: +SKIP
