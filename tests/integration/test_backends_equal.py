@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from snap_spark import delta_jars
 from snap_spark.pipeline.job import run
 from snap_spark.sample import SampleConfig, generate
-from tests.lake.helpers import delta_rows, table_facts, use_backend
+from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -54,7 +54,12 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def lakes(spark: SparkSession, sample: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> dict[str, Any]:
-    """The job run once per backend, each into its own lake."""
+    """The job run once per backend, each into its own lake (``{"missing": why}`` without
+    Delta's JARs: the tests then fail with that message, a fixture would only error)."""
+    try:
+        delta_spark_lake(spark)
+    except pytest.fail.Exception as missing:
+        return {"missing": str(missing)}
     out: dict[str, Any] = {}
     for backend in ("delta-rs", "delta-spark"):
         lake = tmp_path_factory.mktemp(backend)
@@ -63,7 +68,14 @@ def lakes(spark: SparkSession, sample: Path, tmp_path_factory: pytest.TempPathFa
     return out
 
 
+def ran(lakes: dict[str, Any]) -> dict[str, Any]:
+    if "missing" in lakes:
+        pytest.fail(lakes["missing"], pytrace=False)
+    return lakes
+
+
 def test_the_job_writes_equal_tables_on_both_backends(lakes: dict[str, Any]) -> None:
+    lakes = ran(lakes)
     rs, ds = lakes["delta-rs"], lakes["delta-spark"]
     assert ds["result"].lines_read == 1200
     assert ds["result"].rejected > 0 and ds["result"].counts.get(2006)  # attacks, replays
@@ -86,7 +98,7 @@ def test_a_rerun_on_delta_spark_adds_nothing(
     spark: SparkSession, sample: Path, lakes: dict[str, Any],
     capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lake = lakes["delta-spark"]["lake"]
+    lake = ran(lakes)["delta-spark"]["lake"]
     versions = [DeltaTable(str(lake / t)).version() for t in TABLES]
     with use_backend(spark, "delta-spark"):
         again = run(spark, [str(sample)], str(lake))
