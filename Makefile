@@ -73,7 +73,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 bench: setup
-	$(PY) bench/run_bench.py
+	$(PY) bench/run_bench.py --delta-spark
 
 clean:
 	rm -rf data bench/out .pytest_cache .mypy_cache .ruff_cache

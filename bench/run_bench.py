@@ -232,8 +232,12 @@ def measure_ceiling(corpus: Path, cores: int) -> dict[str, Any]:
             "all_seconds": [round(w, 2) for w in walls]}
 
 
-def measure_job(spark: Any, corpus: Path, runs: int) -> dict[str, Any]:
+def measure_job(spark: Any, corpus: Path, runs: int, backend: str = "delta-rs"
+                ) -> dict[str, Any]:
     from snap_spark.pipeline.job import run
+    from snap_spark.session import LAKE_BACKEND_CONF
+
+    spark.conf.set(LAKE_BACKEND_CONF, backend)
 
     lake = Path(tempfile.mkdtemp(prefix="snap-bench-lake-"))
     counter = iter(range(1_000))
@@ -261,6 +265,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--skip-naive", action="store_true", help="skip the slow naive UDF")
+    parser.add_argument("--delta-spark", action="store_true",
+                        help="also time the job once on the delta-spark backend")
     parser.add_argument("--runs", type=int, default=3,
                         help="timed runs per Spark measurement, fastest kept (default 3)")
     args = parser.parse_args()
@@ -288,9 +294,17 @@ def main() -> int:
     results["row_core"] = measure_row_udf(spark, corpus, core_verify, binary=True,
                                           runs=args.runs)
     print(f"        {results['row_core']['per_second']:,.0f} lines/s", flush=True)
-    print("[bench] 4/5 jobs/verify_messages.py end to end (warm session)", flush=True)
+    print("[bench] 4/5 jobs/verify_messages.py end to end (warm session, delta-rs)", flush=True)
     results["job"] = measure_job(spark, corpus, args.runs)
     print(f"        {results['job']['per_second']:,.0f} lines/s", flush=True)
+    if args.delta_spark:
+        from snap_spark.session import has_delta_spark
+
+        if has_delta_spark(spark):
+            print("[bench] 4b  the same job on the delta-spark backend", flush=True)
+            results["job_delta_spark"] = measure_job(spark, corpus, 1, "delta-spark")
+            print(f"        {results['job_delta_spark']['per_second']:,.0f} lines/s",
+                  flush=True)
     spark.stop()
     print(f"[bench] 5/5 the job's per-line work without Spark ({cores} processes)", flush=True)
     results["no_spark"] = measure_ceiling(corpus, cores)
@@ -302,6 +316,9 @@ def main() -> int:
               "job_vs_no_spark": job_rate / results["no_spark"]["per_second"]}
     if "row_udf" in results:
         ratios["job_vs_row_udf"] = job_rate / results["row_udf"]["per_second"]
+    if "job_delta_spark" in results:
+        ratios["job_delta_spark_vs_floor"] = (results["job_delta_spark"]["per_second"]
+                                              / floor["per_second"])
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cores": cores, "python": platform.python_version(),
@@ -309,12 +326,14 @@ def main() -> int:
         "corpus": {"lines": args.messages, "seed": args.seed, "attack_share": 0.10},
         "results": results,
         "ratios": ratios,
-        "targets": {"job_vs_row_udf": 3.0, "job_vs_floor": 0.4},
+        # The measure that counts: the job's rate against the libsecp256k1 floor of the same
+        # run (the earlier "3x the naive row UDF" target was withdrawn).
+        "targets": {"job_vs_floor": 0.4},
     }
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print("\n[bench] lines (or verifies) per second, same corpus, same run:")
     print(f"  floor (libsecp256k1, {cores} cores)   {floor['per_second']:>10,.0f}")
-    for name in ("row_udf", "row_core", "job", "no_spark"):
+    for name in ("row_udf", "row_core", "job", "job_delta_spark", "no_spark"):
         if name in results:
             print(f"  {name:<34}{results[name]['per_second']:>10,.0f}")
     for name, value in ratios.items():
