@@ -147,6 +147,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         attack_share=args.attack_share, bare_share=args.bare_share,
     )
     started = time.monotonic()
+    for target in (args.out, args.labels):
+        if target and target != "-" and os.path.dirname(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
     counts = write_sample(config, args.out, args.labels)
     elapsed = time.monotonic() - started
     attacks = sum(n for kind, n in counts.items() if kind not in HONEST_KINDS)
