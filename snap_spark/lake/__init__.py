@@ -35,6 +35,7 @@ from snap_spark.lake.files import (
     PartitionedFileWriter,
     delete_data_files,
 )
+from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ __all__ = [
     "delete_data_files",
     "get_lake",
     "table_uri",
+    "to_arrow",
 ]
 
 

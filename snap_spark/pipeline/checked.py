@@ -49,7 +49,7 @@ def table_arrow_schema(name: str) -> pa.Schema:
     """Arrow schema of a table declared in :mod:`snap_spark.schemas.tables`, cached."""
     schema = _SCHEMAS.get(name)
     if schema is None:
-        from snap_spark.lake.schema import to_arrow
+        from snap_spark.lake import to_arrow
         from snap_spark.schemas.tables import TABLES
 
         schema = _SCHEMAS[name] = to_arrow(TABLES[name])
