@@ -8,7 +8,7 @@ backend that fits the session: ``delta-spark`` on clusters with Delta's JARs, ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -45,8 +45,10 @@ class Lake(Protocol):
         app_id: str,
         version: int,
         partition_by: Sequence[str] = (),
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Append ``df`` as one Delta commit carrying the app transaction ``(app_id, version)``.
+        """Append ``df`` as one Delta commit carrying the app transaction ``(app_id, version)``
+        and ``commit_info`` (JSON-able) in its ``userMetadata``.
 
         When the table already holds a transaction ``>= version`` for ``app_id`` nothing is
         written and ``False`` is returned (idempotent re-runs, replayed streaming batches).
@@ -115,10 +117,12 @@ class Lake(Protocol):
         partition_by: Sequence[str],
         app_id: str,
         version: int,
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
         """Add Parquet files written under ``root`` (:meth:`data_root`) to table ``path`` in
-        one commit with the app transaction ``(app_id, version)``; the table is created
-        (``schema``, partitioned by ``partition_by``) when absent. Returns ``False`` and adds
-        nothing when the table already holds that transaction (the caller then deletes the
-        files)."""
+        one commit with the app transaction ``(app_id, version)`` and ``commit_info`` in its
+        ``userMetadata`` (:func:`snap_spark.lake.common.marker_info` reads it back); the
+        table is created (``schema``, partitioned by ``partition_by``) when absent. Returns
+        ``False`` and adds nothing when the table already holds that transaction (the caller
+        then deletes the files)."""
         ...

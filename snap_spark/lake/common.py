@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -40,17 +40,44 @@ def table_uri(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def write_marker(write_id: str, app_id: str, version: int) -> str:
-    """The ``userMetadata`` string of an append commit made through this package.
+def write_marker(write_id: str, app_id: str, version: int,
+                 info: Mapping[str, Any] | None = None) -> str:
+    """The ``userMetadata`` string of an append commit made through this package; ``info``
+    (JSON-able: e.g. the settings that decided the verdicts) rides along.
 
     Examples:
         >>> write_marker("w1", "ingest", 3)
         '{"writer":"snap-spark","writeId":"w1","appId":"ingest","txnVersion":3}'
+        >>> write_marker("w1", "ingest", 3, {"max_drift": 60.0}).endswith(
+        ...     '"info":{"max_drift":60.0}}')
+        True
     """
-    return json.dumps(
-        {"writer": WRITER_NAME, "writeId": write_id, "appId": app_id, "txnVersion": version},
-        separators=(",", ":"),
-    )
+    marker: dict[str, Any] = {"writer": WRITER_NAME, "writeId": write_id, "appId": app_id,
+                              "txnVersion": version}
+    if info:
+        marker["info"] = dict(info)
+    return json.dumps(marker, separators=(",", ":"), sort_keys=False, allow_nan=False)
+
+
+def marker_info(user_metadata: Any) -> dict[str, Any] | None:
+    """The ``info`` a commit made through this package carries (``None`` for others).
+
+    Examples:
+        >>> marker_info(write_marker("w1", "ingest", 3, {"job": "verify"}))
+        {'job': 'verify'}
+        >>> marker_info("a note someone wrote") is None
+        True
+    """
+    if not isinstance(user_metadata, str):
+        return None
+    try:
+        parsed = json.loads(user_metadata)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict) and parsed.get("writer") == WRITER_NAME:
+        info = parsed.get("info")
+        return info if isinstance(info, dict) else {}
+    return None
 
 
 def marker_write_id(user_metadata: Any) -> str | None:

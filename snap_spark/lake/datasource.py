@@ -48,6 +48,8 @@ class WriteSpec:
     write_id: str
     #: Table version the driver saw before writing (-1: no table yet).
     start_version: int
+    #: JSON text of the ``info`` the commit carries (empty: none).
+    info: str = ""
 
     def to_options(self) -> dict[str, str]:
         """Data source options carrying this spec (keys are lower case: Spark folds them)."""
@@ -58,6 +60,7 @@ class WriteSpec:
             "partition_by": json.dumps(list(self.partition_by)),
             "write_id": self.write_id,
             "start_version": str(self.start_version),
+            "commit_info": self.info,
         }
 
     @classmethod
@@ -71,6 +74,7 @@ class WriteSpec:
                 partition_by=tuple(json.loads(options.get("partition_by", "[]"))),
                 write_id=options["write_id"],
                 start_version=int(options.get("start_version", "-1")),
+                info=options.get("commit_info", ""),
             )
         except KeyError as missing:
             raise LakeError(
@@ -136,6 +140,7 @@ class DeltaRsWriter(DataSourceArrowWriter):
             app_id=self.spec.app_id,
             version=self.spec.version,
             write_id=self.spec.write_id,
+            info=json.loads(self.spec.info) if self.spec.info else None,
         )
         if not committed:  # another writer committed this transaction first
             delete_data_files(self.spec.table_uri, files)

@@ -9,8 +9,8 @@ so tables on S3-compatible stores open with the same settings the data files are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from snap_spark import storage
 from snap_spark.lake.api import LakeError, LakeSchemaError
@@ -112,8 +112,10 @@ def commit_files(
     app_id: str,
     version: int,
     write_id: str,
+    info: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Commit already-written data files as one Delta transaction with ``(app_id, version)``.
+    """Commit already-written data files as one Delta transaction with ``(app_id, version)``
+    (and ``info`` in its ``userMetadata``: :func:`snap_spark.lake.common.write_marker`).
 
     Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
     absent. Returns ``False`` without committing when the table already has a transaction
@@ -150,7 +152,7 @@ def commit_files(
     ]
     file_actions: list[AddAction | RemoveAction] = list(adds)
     properties = CommitProperties(
-        custom_metadata={"userMetadata": write_marker(write_id, app_id, version)},
+        custom_metadata={"userMetadata": write_marker(write_id, app_id, version, info)},
         app_transactions=[Transaction(app_id, version)],
     )
     wanted = nullable_schema(schema)

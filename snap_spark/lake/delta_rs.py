@@ -33,9 +33,10 @@ delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
 
 from __future__ import annotations
 
+import json
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -297,6 +298,7 @@ class DeltaRsLake:
         app_id: str,
         version: int,
         partition_by: Sequence[str] = (),
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append ``df`` in one commit with ``(app_id, version)``; see :meth:`Lake.append`.
 
@@ -331,6 +333,7 @@ class DeltaRsLake:
             partition_by=tuple(columns),
             write_id=uuid.uuid4().hex,
             start_version=start_version,
+            info=json.dumps(dict(commit_info), allow_nan=False) if commit_info else "",
         )
         _register_source(df.sparkSession)
         df.write.format(SOURCE_NAME).mode("append").options(**spec.to_options()).save()
@@ -463,6 +466,7 @@ class DeltaRsLake:
         partition_by: Sequence[str],
         app_id: str,
         version: int,
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
         """Commit files written in the table folder; see :meth:`Lake.add_files`.
 
@@ -476,7 +480,7 @@ class DeltaRsLake:
             raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
         check_txn(app_id, version)
         return commit_files(uri, files, schema, partition_by, app_id=app_id,
-                            version=version, write_id=uuid.uuid4().hex)
+                            version=version, write_id=uuid.uuid4().hex, info=commit_info)
 
 
 #: Sessions the data source is registered with, and the Python worker environment

@@ -24,7 +24,7 @@ with :class:`LakeError` before anything is written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +96,7 @@ class DeltaSparkLake:
         app_id: str,
         version: int,
         partition_by: Sequence[str] = (),
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append with Delta's ``txnAppId``/``txnVersion``; see :meth:`Lake.append`.
 
@@ -126,7 +127,7 @@ class DeltaSparkLake:
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", str(version))
-            .option("userMetadata", write_marker(write_id, app_id, version))
+            .option("userMetadata", write_marker(write_id, app_id, version, commit_info))
         )
         if columns:
             writer = writer.partitionBy(*columns)
@@ -268,6 +269,7 @@ class DeltaSparkLake:
         partition_by: Sequence[str],
         app_id: str,
         version: int,
+        commit_info: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append the rows of staged Parquet files through Delta's writer (delta-spark has
         no public API to adopt files in place); see :meth:`Lake.add_files`.
@@ -280,7 +282,8 @@ class DeltaSparkLake:
         # Delta checks the app transaction before it computes the frame: a re-run reads
         # none of the staged files
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
-                           version=version, partition_by=partition_by)
+                           version=version, partition_by=partition_by,
+                           commit_info=commit_info)
 
 
 def staged_frame(

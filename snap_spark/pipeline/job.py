@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from snap_spark import storage
+from snap_spark import __version__, storage
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -218,6 +218,9 @@ def run(
             settings, verify_threads=settings.verify_threads or auto_verify_threads(spark)),
     )
     existed = [p for p in (lake_dir, raw_path, msg_path) if storage.exists(p)]
+    # What decided this run's verdicts, kept in both commits for audits.
+    info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
+            "settings": settings.as_record(), "files": len(todo)}
     landed_df = over_ranges(spark, plan_ranges(spark, todo), functools.partial(land_part, spec),
                             landed_struct())
     uncommitted: list[tuple[str, list[Any]]] = []
@@ -244,7 +247,8 @@ def run(
 
         if raw_keys:
             if lake.add_files(spark, raw_path, raw_root, landed.raw_files, schema=RAW_MESSAGES,
-                              partition_by=[], app_id=batch_app_id(raw_keys), version=1):
+                              partition_by=[], app_id=batch_app_id(raw_keys), version=1,
+                              commit_info=info):
                 result.raw_rows_written = sum(landed.lines.get(k, 0) for k in raw_keys)
             else:
                 delete_data_files(raw_root, landed.raw_files)
@@ -261,7 +265,8 @@ def run(
             uncommitted.append((msg_root, msg_files))
             if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
                               partition_by=list(MESSAGES_PARTITION),
-                              app_id=batch_app_id(msg_keys), version=1):
+                              app_id=batch_app_id(msg_keys), version=1,
+                              commit_info=info):
                 result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
             else:
                 delete_data_files(msg_root, msg_files)

@@ -129,3 +129,20 @@ def test_spark_submit_with_the_cached_jars_runs_on_delta_spark(tmp_path: Path) -
     assert len(delta_rows(tmp_path / "lake" / "messages")) == 20
     info = DeltaTable(str(tmp_path / "lake" / "messages")).history(1)[0]
     assert "Delta-Lake" in str(info.get("engineInfo"))
+
+
+@pytest.mark.parametrize("backend", ["delta-rs", "delta-spark"])
+def test_commits_record_the_settings_that_decided_the_verdicts(
+        lakes: dict[str, Any], backend: str) -> None:
+    from deltalake import DeltaTable
+
+    from snap_spark.lake.common import marker_info
+    from snap_spark.settings import VerifySettings
+
+    for table in ("raw_messages", "messages"):
+        history = DeltaTable(str(ran(lakes)[backend]["lake"] / table)).history()
+        infos = [marker_info(entry.get("userMetadata")) for entry in history]
+        landed = [info for info in infos if info and info.get("job") == "verify_messages"]
+        assert len(landed) == 1, (table, infos)
+        assert landed[0]["settings"] == VerifySettings().validated().as_record()
+        assert landed[0]["files"] == 2 and len(landed[0]["ingest_id"]) == 32
