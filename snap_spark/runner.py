@@ -269,7 +269,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     except (UsageError, SettingsError) as exc:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from snap_spark.lake import LakeError
+    from snap_spark.lake import LakeError, LakeLocationError
     from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.session import build_session
 
@@ -279,7 +279,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     try:
         result = job.run(spark, context)
     except (UsageError, SettingsError, FileNotFoundError, NotADirectoryError,
-            MissingReceiptTime) as exc:
+            MissingReceiptTime, LakeLocationError) as exc:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LakeError as exc:

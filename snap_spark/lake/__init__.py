@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from snap_spark.lake.api import Lake, LakeError, LakeSchemaError
+from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError
 from snap_spark.lake.common import table_uri
 from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.delta_spark import DeltaSparkLake
@@ -39,7 +39,10 @@ from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "LAKE_BACKENDS",
@@ -49,8 +52,10 @@ __all__ = [
     "DeltaSparkLake",
     "Lake",
     "LakeError",
+    "LakeLocationError",
     "LakeSchemaError",
     "PartitionedFileWriter",
+    "check_table_location",
     "delete_data_files",
     "get_lake",
     "table_uri",
@@ -96,3 +101,51 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
             "`python -m snap_spark.delta_jars jars`)"
         )
     return DeltaRsLake()
+
+
+def check_table_location(path: str, schema: StructType, partition_by: Sequence[str] = ()
+                         ) -> bool:
+    """Refuse a location that cannot take this table, before anything is written.
+
+    Returns ``True`` when ``path`` holds a Delta table with ``schema``'s columns and
+    partitioning, ``False`` when there is nothing there yet (or an empty folder).
+
+    Raises:
+        LakeLocationError: ``path`` (or its parent lake) is a file, holds files but no
+            Delta table (plain Parquet, anything else), or holds a Delta table of other
+            columns or partitioning. Nothing is ever converted in place.
+
+    Examples:
+        >>> from snap_spark.schemas.tables import RAW_MESSAGES
+        >>> check_table_location("/nowhere/lake/raw_messages", RAW_MESSAGES)
+        False
+    """
+    from snap_spark import storage
+    from snap_spark.lake.delta_log import open_table, table_schema
+    from snap_spark.lake.schema import describe_mismatch, nullable_schema, same_columns
+
+    kind = storage.path_kind(path)
+    if kind == "missing":
+        return False
+    if kind != "dir":
+        raise LakeLocationError(f"{path} is a {kind}, not a table folder; nothing was written")
+    table = open_table(table_uri(path))
+    if table is None:
+        found = storage.list_files(path)[:3]
+        if not found:
+            return False
+        raise LakeLocationError(
+            f"{path} holds files but no Delta table (e.g. {found[0]}); snap-spark never "
+            "converts a folder in place: choose another --lake; nothing was written")
+    existing = table_schema(table)
+    wanted = nullable_schema(schema)
+    if not same_columns(existing, wanted):
+        raise LakeLocationError(
+            f"{path} is a Delta table of other columns ({describe_mismatch(existing, wanted)});"
+            " nothing was written")
+    partitions = list(table.metadata().partition_columns)
+    if partitions != list(partition_by):
+        raise LakeLocationError(
+            f"{path} is partitioned by {partitions}, not {list(partition_by)}; nothing was "
+            "written")
+    return True

@@ -22,6 +22,11 @@ class LakeError(RuntimeError):
     """A Delta table operation could not be carried out as asked."""
 
 
+class LakeLocationError(LakeError, ValueError):
+    """A table location holds something that is not this table (a file, plain Parquet, a
+    Delta table of other columns): refused before anything is written."""
+
+
 class LakeSchemaError(LakeError, ValueError):
     """A DataFrame does not fit a table (columns, types, partitioning) or plain Delta."""
 

@@ -162,7 +162,13 @@ def run(
         >>> result.lines_read == result.valid + result.rejected  # doctest: +SKIP
         True
     """
-    from snap_spark.lake import delete_data_files, get_lake, table_uri
+    from snap_spark.lake import (
+        LakeLocationError,
+        check_table_location,
+        delete_data_files,
+        get_lake,
+        table_uri,
+    )
     from snap_spark.pipeline.land import (
         LandSpec,
         data_file,
@@ -183,6 +189,11 @@ def run(
     lake = get_lake(spark)
     raw_path = storage.join(lake_dir, "raw_messages")
     msg_path = storage.join(lake_dir, "messages")
+    # Refuse a lake that cannot take these tables before anything is read or written.
+    if storage.path_kind(lake_dir) not in ("missing", "dir"):
+        raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
+    check_table_location(raw_path, RAW_MESSAGES)
+    check_table_location(msg_path, MESSAGES, MESSAGES_PARTITION)
 
     try:
         files = list_input_files(inputs)
