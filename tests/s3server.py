@@ -5,10 +5,8 @@ client, delta-rs's ``object_store`` client and boto3 all talk to it over HTTP ex
 would to S3: nothing is mocked in the test process. It runs in its own process rather than a
 thread so that no client call holding this interpreter's GIL can starve it.
 
-Examples:
-    >>> with S3Server() as server:  # doctest: +SKIP
-    ...     server.create_bucket("lake")
-    ...     os.environ.update(server.environment())
+Use it as ``tests/storage/conftest.py`` does: ``with S3Server() as server:``, then
+``server.create_bucket("lake")`` and ``os.environ.update(server.environment())``.
 """
 
 from __future__ import annotations
