@@ -30,7 +30,9 @@ def _add_check(sub: Any) -> None:
             "A summary goes to stderr."
         ),
     )
-    p.add_argument("file", help="input file (.jsonl/.ndjson/.json, optionally .gz); - for stdin")
+    p.add_argument("file", help="input file (.jsonl/.ndjson/.json, optionally .gz), a folder "
+                   "of them (read recursively; each output line then names its source_file; "
+                   "replay is decided across all of them), or - for stdin")
     p.add_argument(
         "--bare-clock",
         default="",
@@ -50,22 +52,35 @@ def _add_check(sub: Any) -> None:
                    help="print only the summary (to stdout), not one line per input line")
 
 
-def _read_input(path: str) -> tuple[list[bytes | None], dict[int, str]]:
+def _read_input(location: str) -> tuple[list[bytes | None], dict[int, str],
+                                       list[tuple[str, int]]]:
+    """The lines of a file, a folder of input files (in listing order) or ``-`` (stdin):
+    ``(lines, read errors by position from 1, (source file, line number) per line)``.
+
+    Raises:
+        FileNotFoundError, ValueError: a missing path, a file of another kind, no input.
+    """
     from snap_spark.lines import iter_file_lines
+    from snap_spark.pipeline.read import list_input_files
 
     lines: list[bytes | None] = []
     errors: dict[int, str] = {}
-    if path == "-":
-        data = sys.stdin.buffer.read()
-        parts = data.split(b"\n")
+    origin: list[tuple[str, int]] = []
+    if location == "-":
+        parts = sys.stdin.buffer.read().split(b"\n")
         if parts and parts[-1] == b"":
             parts.pop()
-        return list(parts), errors
-    for line_no, raw, error in iter_file_lines(path):
-        lines.append(raw)
-        if error is not None:
-            errors[line_no] = error
-    return lines, errors
+        return list(parts), errors, [("-", n) for n in range(1, len(parts) + 1)]
+    files = list_input_files([location])
+    if not files:
+        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {location}")
+    for path in files:
+        for line_no, raw, error in iter_file_lines(path):
+            lines.append(raw)
+            origin.append((path, line_no))
+            if error is not None:
+                errors[len(lines)] = error
+    return lines, errors, origin
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -80,11 +95,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"snap-spark check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     clock = ReceiptClock.parse(settings.bare_clock)
-    if args.file != "-" and not os.path.isfile(args.file):
-        print(f"snap-spark check: no such file: {args.file}", file=sys.stderr)
-        return EXIT_USAGE
     started = time.monotonic()
-    lines, read_errors = _read_input(args.file)
+    try:
+        lines, read_errors, origin = _read_input(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"snap-spark check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    many = len({path for path, _ in origin}) > 1 or (
+        args.file != "-" and os.path.isdir(args.file))
     try:
         verdicts = check_lines(
             lines, clock, max_drift=settings.max_drift, replay_window=settings.replay_window,
@@ -98,8 +116,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.summary_only:
         out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")  # noqa: SIM115
         try:
-            for v in verdicts:
-                out.write(orjson.dumps(v.as_dict()) + b"\n")
+            for v, (path, line_no) in zip(verdicts, origin, strict=True):
+                row = v.as_dict()
+                if many:  # a folder: say which file, with the line number in that file
+                    row = {"source_file": path, **row, "line_no": line_no}
+                out.write(orjson.dumps(row) + b"\n")
         finally:
             if out is not sys.stdout.buffer:
                 out.close()

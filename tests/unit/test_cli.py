@@ -109,3 +109,19 @@ def test_check_refuses_settings_that_would_change_verdicts(
     assert main(["check", str(path), *option]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and option[0].lstrip("-") in captured.err
+
+
+def test_check_reads_a_folder_with_replay_across_its_files(tmp_path: Path) -> None:
+    first = [envelope(signed(id="m1")), b"garbage"]
+    second = [envelope(signed(id="m1"), received_at=T0 + 5)]  # replay of a.jsonl's line 1
+    (tmp_path / "in" / "day").mkdir(parents=True)
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"\n".join(first) + b"\n")
+    (tmp_path / "in" / "day" / "b.jsonl").write_bytes(b"\n".join(second) + b"\n")
+    (tmp_path / "in" / "notes.txt").write_text("ignored")
+    proc = run("check", str(tmp_path / "in"))
+    assert proc.returncode == 0, proc.stderr
+    rows = verdicts(proc.stdout)
+    assert [(Path(str(r["source_file"])).name, r["line_no"], r["error_code"]) for r in rows] == [
+        ("a.jsonl", 1, None), ("a.jsonl", 2, 1003), ("b.jsonl", 1, 2006)]
+    missing = run("check", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and b"does not exist" in missing.stderr
