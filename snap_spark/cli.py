@@ -98,6 +98,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         lines, read_errors, origin = _read_input(args.file)
+    except FileNotFoundError as exc:
+        print(f"snap-spark check: no such file or folder: {exc.filename or args.file}",
+              file=sys.stderr)
+        return EXIT_USAGE
     except (OSError, ValueError) as exc:
         print(f"snap-spark check: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -124,4 +124,4 @@ def test_check_reads_a_folder_with_replay_across_its_files(tmp_path: Path) -> No
     assert [(Path(str(r["source_file"])).name, r["line_no"], r["error_code"]) for r in rows] == [
         ("a.jsonl", 1, None), ("a.jsonl", 2, 1003), ("b.jsonl", 1, 2006)]
     missing = run("check", str(tmp_path / "nope"))
-    assert missing.returncode == 2 and b"does not exist" in missing.stderr
+    assert missing.returncode == 2 and b"no such file or folder" in missing.stderr
