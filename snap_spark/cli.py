@@ -282,6 +282,47 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_lake(sub: Any) -> None:
+    p = sub.add_parser(
+        "lake",
+        help="look after a lake: remove what killed runs left behind",
+        description=(
+            "clean: delete the uncommitted data files and staging folders that runs killed "
+            "before their commits left in a lake (runs still writing are left alone; files "
+            "the Delta log references and files snap-spark did not write are never touched)."
+        ),
+    )
+    p.add_argument("action", choices=["clean"], help="what to do")
+    p.add_argument("--lake", required=True, metavar="DIR", help="the lake folder (or URI)")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("--stale-after", default="86400", metavar="SECONDS",
+                   help="a run of another host whose marker is older than this is over "
+                   "(default 86400)")
+
+
+def cmd_lake(args: argparse.Namespace) -> int:
+    from snap_spark import storage
+    from snap_spark.pipeline.runs import clean_leftovers
+    from snap_spark.settings import SettingsError, check_seconds
+
+    try:
+        stale_after = check_seconds("--stale-after", args.stale_after)
+        lake = storage.normalize(args.lake)
+    except (SettingsError, ValueError) as exc:
+        print(f"snap-spark lake: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if storage.path_kind(lake) != "dir":
+        print(f"snap-spark lake: no lake folder at {lake}", file=sys.stderr)
+        return EXIT_USAGE
+    cleaned = clean_leftovers(lake, ["raw_messages", "messages"], dry_run=args.dry_run,
+                              stale_after=stale_after)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in [*cleaned.files, *cleaned.staging]:
+        print(f"{verb} {path}")
+    print(f"lake {lake}: {cleaned.summary()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="snap-spark",
@@ -293,10 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sample(sub)
     _add_keygen(sub)
     _add_sign(sub)
+    _add_lake(sub)
     return parser
 
 
-COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign}
+COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign,
+            "lake": cmd_lake}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -178,6 +178,7 @@ def run(
         write_messages,
     )
     from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
+    from snap_spark.pipeline.runs import RUNS_FOLDER, clean_leftovers, run_marker
     from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
 
@@ -192,6 +193,11 @@ def run(
     # Refuse a lake that cannot take these tables before anything is read or written.
     if storage.path_kind(lake_dir) not in ("missing", "dir"):
         raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
+    # Each run's marker says "writing" until the run ends; what a killed run left behind is
+    # removed here, by the next run (or snap-spark lake clean), before anything else.
+    cleaned = clean_leftovers(lake_dir, ["raw_messages", "messages"])
+    if cleaned.runs:
+        log(f"cleaned up after killed runs: {cleaned.summary()}")
     check_table_location(raw_path, RAW_MESSAGES)
     check_table_location(msg_path, MESSAGES, MESSAGES_PARTITION)
 
@@ -215,6 +221,9 @@ def run(
     result.files_processed = len(todo)
 
     ingest_id = uuid.uuid4().hex
+    existed = [p for p in (lake_dir, raw_path, msg_path) if storage.exists(p)]
+    marker = contextlib.ExitStack()
+    marker.enter_context(run_marker(lake_dir, ingest_id))
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
     msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
@@ -228,7 +237,6 @@ def run(
         settings=dataclasses.replace(
             settings, verify_threads=settings.verify_threads or auto_verify_threads(spark)),
     )
-    existed = [p for p in (lake_dir, raw_path, msg_path) if storage.exists(p)]
     # What decided this run's verdicts, kept in both commits for audits.
     info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
             "settings": settings.as_record(), "files": len(todo)}
@@ -270,7 +278,8 @@ def run(
         if msg_keys:
             staged = spark.createDataFrame(landed.staged, "source_file string, info string")
             written = staged.mapInArrow(
-                functools.partial(write_messages, msg_root, landed.duplicates), landed_struct()
+                functools.partial(write_messages, msg_root, landed.duplicates, ingest_id),
+                landed_struct()
             ).toArrow().to_pylist()
             msg_files = [data_file(row["info"]) for row in written]
             uncommitted.append((msg_root, msg_files))
@@ -288,11 +297,13 @@ def run(
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)
         _remove_tree(staging)
-        _remove_if_empty(storage.join(lake_dir, "_staging"),
+        marker.close()
+        _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER),
                          *[p for p in (raw_path, msg_path, lake_dir) if p not in existed])
         raise
     _remove_tree(staging)
-    _remove_if_empty(storage.join(lake_dir, "_staging"))
+    marker.close()
+    _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.seconds = time.monotonic() - started
     return result
 

@@ -54,6 +54,7 @@ from snap_spark.pipeline.checked import (
     table_arrow_schema,
 )
 from snap_spark.pipeline.read import iter_line_lists
+from snap_spark.pipeline.runs import file_prefix
 from snap_spark.protocol.replay import replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings
@@ -163,11 +164,11 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
     meta = spec.meta(path)
     out = _Outputs()
     counts: Counter[int | None] = Counter()
-    tag = f"{tag}-{spec.ingest_id[:8]}-{uuid.uuid4().hex[:8]}"
+    tag = file_prefix(spec.ingest_id, f"{tag}-{uuid.uuid4().hex[:8]}")
     try:
         if key in spec.raw_keys:
             out.raw = PartitionedFileWriter(spec.raw_root, table_arrow_schema("raw_messages"),
-                                            [], file_prefix=f"part-{tag}")
+                                            [], file_prefix=tag)
         if key in spec.msg_keys:
             out.filesystem, root = storage.resolve(spec.staging)
             storage.make_dirs(spec.staging)
@@ -284,7 +285,8 @@ def _repeated_keys(table: pa.Table) -> pa.Table:
 
 
 def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
-                   batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                   ingest_id: str, batches: Iterable[pa.RecordBatch]
+                   ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function over ``staged`` rows: read each staged file, apply the 2006
     verdicts of its source file, write the ``messages`` Parquet files (partitioned by
     ``event_date``) and yield one ``raw_file``-shaped row per data file written."""
@@ -292,7 +294,8 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
 
     writer = PartitionedFileWriter(msg_root, table_arrow_schema("messages"),
                                    list(MESSAGES_PARTITION),
-                                   file_prefix=f"part-{uuid.uuid4().hex[:12]}")
+                                   file_prefix=file_prefix(ingest_id,
+                                                           f"m-{uuid.uuid4().hex[:8]}"))
     try:
         for batch in batches:
             for staged in batch.to_pylist():

@@ -207,7 +207,7 @@ def test_write_messages_turns_staged_rows_into_partitioned_files(tmp_path: Path)
     batch = pa.RecordBatch.from_pylist(staged)
     duplicates = {str(path): {2: "replayed"}}
     out = pa.Table.from_batches(
-        list(write_messages(str(tmp_path / "messages"), duplicates, [batch]))).to_pylist()
+        list(write_messages(str(tmp_path / "messages"), duplicates, "i" * 32, [batch]))).to_pylist()
     files = [data_file(r["info"]) for r in out]
     assert sum(f.num_records for f in files) == len(LINES)
     assert {f.partition_values["event_date"] for f in files} == {"2026-02-04"}

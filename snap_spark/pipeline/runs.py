@@ -1,0 +1,243 @@
+"""Run markers and crash leftovers: what a killed run left in the lake, found and removed.
+
+A landing run writes data files into the table folders (delta-rs adopts them in place) and
+scratch files under ``<lake>/_staging/<ingest id>/`` before it commits. Killed before its
+commits (``kill -9``, a lost driver), those files stay: Delta ignores them, but a plain
+Parquet reader of the folder would count them, and they take space forever.
+
+So every run first writes a marker ``<lake>/_snap_runs/<ingest id>.json`` (host, process id
+and its start time), names every data file it writes ``part-<run tag>-...`` and deletes the
+marker when it ends, committed or failed. :func:`clean_leftovers` (run at the start of every
+landing run, and by ``snap-spark lake clean``) looks at the markers of runs that are over
+(their process is gone on this host, or the marker is older than ``stale_after`` seconds
+for runs of other hosts) and deletes, for each: the data files in the table folders whose
+names carry that run's tag and that no commit of the Delta log references, and its staging
+folder. It never deletes a file the log references, nor a file another run or another
+program wrote.
+
+Examples:
+    >>> run_tag("0123456789abcdef0123456789abcdef")
+    '0123456789abcdef'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from snap_spark import storage
+
+#: Folder of run markers and of staging files, under the lake.
+RUNS_FOLDER = "_snap_runs"
+STAGING_FOLDER = "_staging"
+#: A marker of another host older than this is a run that is over (seconds).
+DEFAULT_STALE_AFTER = 24 * 3600.0
+
+
+def run_tag(ingest_id: str) -> str:
+    """The part of every data file name that names the run which wrote it."""
+    return ingest_id[:16]
+
+
+def file_prefix(ingest_id: str, part: str) -> str:
+    """File name prefix of the data files one task of a run writes."""
+    return f"part-{run_tag(ingest_id)}-{part}"
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a local process (``/proc``), to tell a reused pid from the run's."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started is None or _process_start(pid) in (None, started)
+
+
+@dataclass
+class RunMarker:
+    """Who is writing into a lake: one JSON file per run under ``_snap_runs``."""
+
+    ingest_id: str
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    process_start: str | None = None
+    created: float = field(default_factory=time.time)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.__dict__).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> RunMarker:
+        values = json.loads(data)
+        return cls(**{k: values[k] for k in ("ingest_id", "host", "pid", "process_start",
+                                               "created") if k in values})
+
+    def is_over(self, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
+        """True when the run cannot be writing any more."""
+        if self.host == socket.gethostname():
+            return not _alive(self.pid, self.process_start)
+        return time.time() - self.created > stale_after
+
+
+def _write(location: str, data: bytes) -> None:
+    filesystem, path = storage.resolve(location)
+    storage.make_dirs(location.rsplit("/", 1)[0])
+    with filesystem.open_output_stream(path) as out:
+        out.write(data)
+
+
+def _read(location: str) -> bytes:
+    with storage.open_input(location) as stream:
+        return stream.read()
+
+
+@contextmanager
+def run_marker(lake: str, ingest_id: str) -> Iterator[RunMarker]:
+    """Mark a run as writing into ``lake`` for the duration of the block."""
+    marker = RunMarker(ingest_id, process_start=_process_start(os.getpid()))
+    location = storage.join(lake, RUNS_FOLDER, f"{ingest_id}.json")
+    _write(location, marker.to_json())
+    try:
+        yield marker
+    finally:
+        storage.delete_file(location)
+
+
+def _referenced(table: str) -> set[str]:
+    """Every data file path (relative to the table) any commit of the log still names."""
+    paths: set[str] = set()
+    log = storage.join(table, "_delta_log")
+    if storage.path_kind(log) != "dir":
+        return paths
+    filesystem, root = storage.resolve(log)
+    from pyarrow import fs as pafs
+
+    for info in filesystem.get_file_info(pafs.FileSelector(root)):
+        if not info.path.endswith(".json"):
+            continue
+        with filesystem.open_input_stream(info.path) as stream:
+            for line in stream.read().splitlines():
+                action = json.loads(line) if line.strip() else {}
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        paths.add(_unquote(action[kind]["path"]))
+    from snap_spark.lake.delta_log import open_table
+
+    table_now = open_table(storage.delta_table_uri(table))
+    if table_now is not None:  # current files a checkpoint names, its JSON commits gone
+        paths.update(_relative(table, uri) for uri in table_now.file_uris())
+    return paths
+
+
+def _unquote(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(path)
+
+
+def _relative(table: str, uri: str) -> str:
+    """A data file URI of the table as a path relative to the table folder."""
+    _, table_path = storage.resolve(table)
+    _, file_path = storage.resolve(uri)
+    return file_path[len(table_path):].lstrip("/")
+
+
+@dataclass
+class Cleaned:
+    """What :func:`clean_leftovers` removed (or would remove, with ``dry_run``)."""
+
+    runs: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    staging: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"{len(self.runs)} finished run(s) left {len(self.files)} uncommitted data "
+                f"file(s) and {len(self.staging)} staging folder(s); "
+                f"{len(self.running)} run(s) still writing")
+
+
+def clean_leftovers(lake: str, tables: Sequence[str], *, dry_run: bool = False,
+                    stale_after: float = DEFAULT_STALE_AFTER, skip: Sequence[str] = ()
+                    ) -> Cleaned:
+    """Remove what runs that are over left uncommitted in ``lake`` (see the module doc).
+
+    ``tables`` are the table folder names to look in; ``skip`` run ids to leave alone (the
+    caller's own run).
+    """
+    cleaned = Cleaned()
+    runs_dir = storage.join(lake, RUNS_FOLDER)
+    if storage.path_kind(runs_dir) != "dir":
+        return cleaned
+    markers: list[tuple[str, RunMarker]] = []
+    filesystem, root = storage.resolve(runs_dir)
+    from pyarrow import fs as pafs
+
+    for info in filesystem.get_file_info(pafs.FileSelector(root)):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json"):
+            continue
+        location = storage.join(runs_dir, info.path.rsplit("/", 1)[1])
+        try:
+            marker = RunMarker.from_json(_read(location))
+        except (ValueError, KeyError, TypeError):
+            continue  # not ours, or half written: leave it
+        if marker.ingest_id in skip:
+            continue
+        if not marker.is_over(stale_after):
+            cleaned.running.append(marker.ingest_id)
+            continue
+        markers.append((location, marker))
+    if not markers:
+        return cleaned
+    tags = {run_tag(m.ingest_id) for _, m in markers}
+    for name in tables:
+        table = storage.join(lake, name)
+        if storage.path_kind(table) != "dir":
+            continue
+        referenced = _referenced(table)
+        for path in _data_files(table):
+            relative = _relative(table, path)
+            base = relative.rsplit("/", 1)[-1]
+            if not any(base.startswith(f"part-{tag}-") for tag in tags):
+                continue  # another run's or another program's file
+            if relative in referenced:
+                continue  # committed: part of the table (or of its history)
+            cleaned.files.append(path)
+            if not dry_run:
+                storage.delete_file(path)
+    for location, marker in markers:
+        staging = storage.join(lake, STAGING_FOLDER, marker.ingest_id)
+        if storage.exists(staging):
+            cleaned.staging.append(staging)
+            if not dry_run:
+                storage.delete_tree(staging)
+        cleaned.runs.append(marker.ingest_id)
+        if not dry_run:
+            storage.delete_file(location)
+    return cleaned
+
+
+def _data_files(table: str) -> list[str]:
+    """Every Parquet file under a table folder (partition folders included, the log not)."""
+    return storage.list_files(table, (".parquet",))
+
+
+def describe(marker: RunMarker) -> dict[str, Any]:
+    """A marker as plain values (for listings)."""
+    return dict(marker.__dict__)

@@ -1,0 +1,133 @@
+"""kill -9 at several moments of a run: the next run (or `snap-spark lake clean`) leaves
+every table folder holding exactly the files its Delta log names, and every line once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from snap_spark.cli import main as cli_main
+from snap_spark.pipeline.job import run
+from snap_spark.sample import SampleConfig, write_sample
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = ("raw_messages", "messages")
+LINES = 60_000
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("in") / "traffic.jsonl"
+    write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(path))
+    return path
+
+
+def parquet_files(table: Path) -> set[str]:
+    return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
+
+
+def logged_files(table: Path) -> set[str]:
+    if not (table / "_delta_log").is_dir():
+        return set()
+    return {str(Path(uri).relative_to(table)) for uri in DeltaTable(str(table)).file_uris()}
+
+
+def start_job(archive: Path, lake: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "jobs" / "verify_messages.py"), "--master", "local[2]",
+         "--input", str(archive), "--lake", str(lake), "--batch-rows", "2000",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", "spark.snap.lake.backend=delta-rs"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+
+def kill_when(proc: subprocess.Popen[bytes], text: str, delay: float) -> str:
+    """SIGKILL the job's whole process group ``delay`` seconds after ``text`` appears on
+    its stderr; returns what it printed."""
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 240
+    while text.encode() not in seen:
+        line = proc.stderr.readline()
+        if not line or time.monotonic() > deadline:
+            break
+        seen += line
+    assert text.encode() in seen, seen.decode(errors="replace")
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    return seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("moment", "text", "delay"), [
+    ("while landing", "stage 1/4", 4.0),
+    ("between the two commits", "stage 3/4", 0.0),
+])
+def test_kill_9_then_rerun_leaves_each_line_once_and_no_stray_file(
+        spark: Any, archive: Path, tmp_path: Path, moment: str, text: str, delay: float,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lake = tmp_path / "lake"
+    kill_when(start_job(archive, lake), text, delay)
+    stray = {t: parquet_files(lake / t) - logged_files(lake / t) for t in TABLES}
+    print(f"{moment}: uncommitted files left by the killed run:",
+          {t: len(files) for t, files in stray.items()})
+    assert list((lake / "_snap_runs").glob("*.json")), "the killed run left its marker"
+
+    # `snap-spark lake clean --dry-run` lists, changes nothing
+    before = {t: parquet_files(lake / t) for t in TABLES}
+    assert cli_main(["lake", "clean", "--lake", str(lake), "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"would remove {lake / t / f}" in listed for t in TABLES for f in stray[t])
+    assert {t: parquet_files(lake / t) for t in TABLES} == before
+
+    result = run(spark, [str(archive)], str(lake))  # cleans first, then lands what is left
+    for table in TABLES:
+        assert parquet_files(lake / table) == logged_files(lake / table), table
+        rows = delta_rows(lake / table)
+        keys = [(r["source_file"], r["line_no"]) for r in rows]
+        assert len(keys) == len(set(keys)) == LINES, table
+    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
+    assert not list((lake / "_snap_runs").glob("*.json"))
+    assert result.lines_read in (0, LINES)
+
+
+def test_lake_clean_leaves_running_runs_and_foreign_files_alone(tmp_path: Path) -> None:
+    from snap_spark.pipeline.runs import RunMarker, clean_leftovers
+
+    lake = tmp_path / "lake"
+    table = lake / "messages" / "event_date=2026-01-01"
+    table.mkdir(parents=True)
+    (lake / "_snap_runs").mkdir()
+    live = RunMarker("a" * 32)  # this very process: still writing
+    dead = RunMarker("b" * 32, pid=2**22 + 17)  # no such process
+    for marker in (live, dead):
+        (lake / "_snap_runs" / f"{marker.ingest_id}.json").write_bytes(marker.to_json())
+    mine_live = table / f"part-{'a' * 16}-00000-x.parquet"
+    mine_dead = table / f"part-{'b' * 16}-00000-x.parquet"
+    foreign = table / "part-00000-someone-else.parquet"
+    for path in (mine_live, mine_dead, foreign):
+        path.write_bytes(b"PAR1")
+    (lake / "_staging" / ("b" * 32)).mkdir(parents=True)
+    (lake / "_staging" / ("b" * 32) / "x.arrow").write_bytes(b"x")
+
+    cleaned = clean_leftovers(str(lake), ["raw_messages", "messages"])
+    assert cleaned.runs == ["b" * 32] and cleaned.running == ["a" * 32]
+    assert cleaned.files == [str(mine_dead)]
+    assert mine_live.exists() and foreign.exists() and not mine_dead.exists()
+    assert not (lake / "_staging" / ("b" * 32)).exists()
+    assert (lake / "_snap_runs" / f"{'a' * 32}.json").exists()
+    assert not (lake / "_snap_runs" / f"{'b' * 32}.json").exists()
