@@ -314,7 +314,8 @@ def cmd_lake(args: argparse.Namespace) -> int:
     if storage.path_kind(lake) != "dir":
         print(f"snap-spark lake: no lake folder at {lake}", file=sys.stderr)
         return EXIT_USAGE
-    cleaned = clean_leftovers(lake, ["raw_messages", "messages"], dry_run=args.dry_run,
+    cleaned = clean_leftovers(lake, ["raw_messages", "messages", "ingested_files"],
+                              dry_run=args.dry_run,
                               stale_after=stale_after)
     verb = "would remove" if args.dry_run else "removed"
     for path in [*cleaned.files, *cleaned.staging]:

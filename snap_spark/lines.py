@@ -25,7 +25,7 @@ import io
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from snap_spark import storage
 
@@ -168,12 +168,34 @@ class _Readable(Protocol):
     def seek(self, offset: int, whence: int = 0, /) -> int: ...
 
 
+class _Prefix:
+    """The first ``limit`` bytes of a stream, as a stream (a gzip file read only as far as
+    it was when it was hashed)."""
+
+    def __init__(self, stream: BinaryIO | io.FileIO, limit: int) -> None:
+        self._stream = stream
+        self._left = limit
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self._left <= 0:
+            return b""
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._stream.read(size) or b""
+        self._left -= len(data)
+        return data
+
+
 def _open_input(
-    path: str, stack: contextlib.ExitStack
+    path: str, stack: contextlib.ExitStack, limit: int | None = None
 ) -> tuple[gzip.GzipFile | io.FileIO | BinaryIO, int]:
     """Open ``path`` for streaming, gunzipped when its name ends in ``.gz`` (any case);
-    returns the stream and the chunk size to read it in. Closed with ``stack``."""
+    returns the stream and the chunk size to read it in. Closed with ``stack``. ``limit``
+    reads a gzip file's first ``limit`` (compressed) bytes only."""
     gz = path.lower().endswith(".gz")
+    if gz and limit is not None:
+        raw = stack.enter_context(storage.open_input(path))
+        prefix: Any = _Prefix(raw, limit)
+        return stack.enter_context(gzip.GzipFile(fileobj=prefix, mode="rb")), READ_CHUNK_BYTES
     if storage.is_local(path):
         local = storage.local_path(path) if path[:5].lower() == "file:" else path
         if gz:
@@ -203,7 +225,8 @@ def iter_file_lines(
     found to be damaged (a CRC mismatch is only detected at the end of a gzip member).
 
     ``start``/``end``/``first_line_no`` read one :class:`LineRange` of a plain file (see
-    :func:`plan_line_ranges`); the defaults read the whole file.
+    :func:`plan_line_ranges`); the defaults read the whole file. For a gzip file ``end``
+    bounds the compressed bytes read (the file as it was when it was hashed).
 
     Raises:
         OSError: the file cannot be opened or read (other than gzip damage).
@@ -217,15 +240,16 @@ def iter_file_lines(
         >>> os.unlink(f.name)
     """
     line_no = first_line_no - 1
+    gz = path.lower().endswith(".gz")
+    if gz and start:
+        raise ValueError("a gzip file can only be read from its start")
     with contextlib.ExitStack() as stack:
-        stream, chunk_bytes = _open_input(path, stack)
+        stream, chunk_bytes = _open_input(path, stack, end if gz else None)
         read: Callable[[int], bytes]
         # read1 returns what one decompression step produced, so a damaged stream loses
         # as little already-decoded data as possible.
         read = stream.read1 if isinstance(stream, gzip.GzipFile) else stream.read
-        if start or end is not None:
-            if isinstance(stream, gzip.GzipFile):
-                raise ValueError("a gzip file can only be read whole")
+        if not gz and (start or end is not None):
             read = _bounded_reader(stream, start, end)
         splitter = _LineSplitter(read, chunk_bytes)
         try:
@@ -275,14 +299,17 @@ class LineRange:
 
 
 def plan_line_ranges(
-    path: str, split_bytes: int, *, chunk_bytes: int = 8 * 1024 * 1024
+    path: str, split_bytes: int, *, chunk_bytes: int = 8 * 1024 * 1024, start: int = 0,
+    end: int | None = None, first_line: int = 1,
 ) -> list[LineRange]:
     """Cut a plain file into ranges of about ``split_bytes`` at line boundaries.
 
     Each cut falls just after a ``b"\\n"``, and the line numbers of each range are counted
     exactly (one pass over the file, counting newlines in C), so reading the ranges one
     after another yields the same lines and numbers as reading the file whole. Gzip files
-    and files no larger than ``split_bytes`` are one range.
+    and files no larger than ``split_bytes`` are one range. ``start``, ``end`` and
+    ``first_line`` plan only bytes ``[start, end)`` of the file (``start`` just after a
+    ``b"\\n"``, its line numbered ``first_line``): a file that grew since it was landed.
 
     Examples:
         >>> import tempfile, os
@@ -294,15 +321,18 @@ def plan_line_ranges(
     """
     if split_bytes < 1:
         raise ValueError("split_bytes must be at least 1")
-    if path.lower().endswith(".gz") or storage.file_size(path) <= split_bytes:
-        return [LineRange(path, 0, None, 1)]
+    if path.lower().endswith(".gz"):
+        return [LineRange(path, 0, end, 1)]
+    stop = storage.file_size(path) if end is None else end
+    if stop - start <= split_bytes:
+        return [LineRange(path, start, end, first_line)]
     ranges: list[LineRange] = []
-    start, first_line, lines_before = 0, 1, 0
-    boundary = split_bytes
-    offset = 0
-    with storage.open_range(path) as handle:
-        while True:
-            chunk = handle.read(chunk_bytes)
+    lines_before = first_line - 1
+    boundary = start + split_bytes
+    offset = start
+    with storage.open_range(path, start) as handle:
+        while offset < stop:
+            chunk = handle.read(min(chunk_bytes, stop - offset))
             if not chunk:
                 break
             chunk_end = offset + len(chunk)
@@ -322,5 +352,5 @@ def plan_line_ranges(
             if boundary < offset:
                 boundary = offset  # keep looking for the next newline in the next chunk
     if start < offset:
-        ranges.append(LineRange(path, start, None, first_line))
+        ranges.append(LineRange(path, start, end, first_line))
     return ranges

@@ -24,7 +24,7 @@ Examples:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError
 from snap_spark.lake.common import table_uri
@@ -58,6 +58,7 @@ __all__ = [
     "check_table_location",
     "delete_data_files",
     "get_lake",
+    "table_rows",
     "table_uri",
     "to_arrow",
 ]
@@ -149,3 +150,21 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
             f"{path} is partitioned by {partitions}, not {list(partition_by)}; nothing was "
             "written")
     return True
+
+
+def table_rows(path: str) -> list[dict[str, Any]]:
+    """Every row of a small Delta table (a ledger, a directory) read on the driver by
+    delta-rs, whichever backend wrote it; ``[]`` when there is no table.
+
+    Examples:
+        >>> table_rows("/nowhere/lake/ingested_files")
+        []
+    """
+    from snap_spark import storage
+    from snap_spark.lake.delta_log import open_table
+
+    table = open_table(storage.delta_table_uri(path))
+    if table is None:
+        return []
+    rows: list[dict[str, Any]] = table.to_pyarrow_table().to_pylist()
+    return rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime as dt
 import functools
 import hashlib
 import os
@@ -30,6 +31,8 @@ from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
 
 APP_ID_PREFIX = "snap-spark/verify_messages/"
+#: The tables a landing run writes.
+LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
 
 
 @dataclass
@@ -38,6 +41,8 @@ class JobResult:
 
     files_seen: int = 0
     files_processed: int = 0
+    #: files whose bytes the lake already holds (or that repeat another file of the run)
+    files_skipped: int = 0
     lines_read: int = 0
     raw_rows_written: int = 0
     message_rows_written: int = 0
@@ -51,13 +56,6 @@ class JobResult:
     @property
     def rejected(self) -> int:
         return sum(n for code, n in self.counts.items() if code is not None)
-
-
-def file_key(path: str) -> str:
-    """Ingest key of one input file: its location, size and modification time."""
-    stat = storage.file_stat(path)
-    ident = f"{storage.normalize(path)}\0{stat.size}\0{stat.mtime_ns}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
 def batch_app_id(keys: Sequence[str]) -> str:
@@ -167,8 +165,10 @@ def run(
         check_table_location,
         delete_data_files,
         get_lake,
+        table_rows,
         table_uri,
     )
+    from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
         LandSpec,
         data_file,
@@ -180,7 +180,12 @@ def run(
     from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
     from snap_spark.pipeline.runs import RUNS_FOLDER, clean_leftovers, run_marker
     from snap_spark.protocol.validate import MissingReceiptTime
-    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
+    from snap_spark.schemas.tables import (
+        INGESTED_FILES,
+        MESSAGES,
+        MESSAGES_PARTITION,
+        RAW_MESSAGES,
+    )
 
     settings = (settings or VerifySettings(clock_now=float(int(time.time())))).validated()
     if not settings.clock_now:
@@ -195,11 +200,13 @@ def run(
         raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
     # Each run's marker says "writing" until the run ends; what a killed run left behind is
     # removed here, by the next run (or snap-spark lake clean), before anything else.
-    cleaned = clean_leftovers(lake_dir, ["raw_messages", "messages"])
+    cleaned = clean_leftovers(lake_dir, LANDED_TABLES)
     if cleaned.runs:
         log(f"cleaned up after killed runs: {cleaned.summary()}")
     check_table_location(raw_path, RAW_MESSAGES)
     check_table_location(msg_path, MESSAGES, MESSAGES_PARTITION)
+    ledger_path = storage.join(lake_dir, "ingested_files")
+    check_table_location(ledger_path, INGESTED_FILES)
 
     try:
         files = list_input_files(inputs)
@@ -207,12 +214,21 @@ def run(
         raise UsageError(str(exc)) from None
     if not files:
         raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
-    keys = {path: file_key(path) for path in files}
     result.files_seen = len(files)
-    done_raw = lake.distinct_values(spark, raw_path, "file_key")
-    done_msg = lake.distinct_values(spark, msg_path, "file_key")
-    todo = [p for p in files if keys[p] not in done_raw or keys[p] not in done_msg]
-    log(f"stage 1/4 inputs: {len(files)} files ({len(files) - len(todo)} already ingested) "
+    # Files are known by their bytes: what this lake already holds is skipped, what grew
+    # lands from where it stopped (pipeline/ingest.py).
+    ledger = [LandedPiece.from_row(row) for row in table_rows(ledger_path)]
+    plans = plan_files(files, ledger)
+    for plan in plans:
+        if plan.note:
+            log(f"{plan.source_file}: {plan.note}")
+    todo_plans = [plan for plan in plans if plan.lands]
+    keys = {plan.source_file: plan.file_key for plan in todo_plans}
+    todo = list(keys)
+    done_raw = lake.distinct_values(spark, raw_path, "file_key") if todo else set()
+    done_msg = lake.distinct_values(spark, msg_path, "file_key") if todo else set()
+    result.files_skipped = len(files) - len(todo)
+    log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
         f"lake={lake_dir} backend={lake.name}")
     if not todo:
         log("nothing new to ingest")
@@ -240,8 +256,10 @@ def run(
     # What decided this run's verdicts, kept in both commits for audits.
     info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
             "settings": settings.as_record(), "files": len(todo)}
-    landed_df = over_ranges(spark, plan_ranges(spark, todo), functools.partial(land_part, spec),
-                            landed_struct())
+    pieces = {plan.source_file: (plan.start_byte, plan.end_byte, plan.first_line)
+              for plan in todo_plans}
+    landed_df = over_ranges(spark, plan_ranges(spark, todo, pieces=pieces),
+                            functools.partial(land_part, spec), landed_struct())
     uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
@@ -293,6 +311,10 @@ def run(
             uncommitted.clear()
         log(f"stage 4/4 messages: +{result.message_rows_written} rows "
             f"[{time.monotonic() - started:.1f}s]")
+        # Last: the ledger says these pieces are landed in both tables.
+        _commit_ledger(spark, lake, ledger_path, staging, ingest_id, spec.ingest_time_us,
+                       [plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
+                       app_id=batch_app_id(list(keys.values())), info=info)
     except BaseException:
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)
@@ -308,6 +330,34 @@ def run(
     return result
 
 
+def _commit_ledger(spark: Any, lake: Any, path: str, staging: str, ingest_id: str,
+                   ingest_time_us: int, pieces: Sequence[Any], *, app_id: str,
+                   info: dict[str, Any]) -> None:
+    """Append the run's ``ingested_files`` rows (a few, written on the driver)."""
+    import pyarrow as pa
+
+    from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
+    from snap_spark.pipeline.runs import file_prefix
+    from snap_spark.schemas.tables import INGESTED_FILES
+
+    schema = to_arrow(INGESTED_FILES)
+    when = dt.datetime.fromtimestamp(ingest_time_us / 1_000_000, tz=dt.UTC)
+    batch = pa.RecordBatch.from_pylist(
+        [{**dataclasses.asdict(piece), "ingest_id": ingest_id, "ingest_time": when}
+         for piece in pieces], schema=schema)
+    root = lake.data_root(path, staging)
+    writer = PartitionedFileWriter(root, schema, [], file_prefix=file_prefix(ingest_id, "f"))
+    try:
+        writer.write(batch)
+        files = writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    if not lake.add_files(spark, path, root, files, schema=INGESTED_FILES, partition_by=[],
+                          app_id=app_id, version=1, commit_info=info):
+        delete_data_files(root, files)
+
+
 def format_summary(result: JobResult) -> str:
     """The end-of-run balance: valid + rejected = lines read, and counts per code."""
     from snap_spark.protocol.checker import format_balance
@@ -315,7 +365,8 @@ def format_summary(result: JobResult) -> str:
     rate = result.lines_read / result.seconds if result.seconds else 0.0
     balance = format_balance(result.lines_read, result.counts)
     return "\n".join([
-        f"files: {result.files_seen} seen, {result.files_processed} processed",
+        f"files: {result.files_seen} seen, {result.files_processed} processed, "
+        f"{result.files_skipped} already landed",
         balance[0],
         f"rows written: raw_messages +{result.raw_rows_written}, "
         f"messages +{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",

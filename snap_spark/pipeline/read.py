@@ -29,7 +29,7 @@ task and, failing that, fails the job loudly.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -211,20 +211,38 @@ def split_size(total_bytes: int, parallelism: int) -> int:
 
 
 def plan_ranges(
-    spark: SparkSession, files: Sequence[str], split_bytes: int | None = None
+    spark: SparkSession,
+    files: Sequence[str],
+    split_bytes: int | None = None,
+    pieces: Mapping[str, tuple[int, int | None, int]] | None = None,
 ) -> list[LineRange]:
     """Cut listed input files into the line ranges one task each reads.
 
     ``split_bytes`` defaults to :func:`split_size` of the plain input for this session's
     parallelism; ``0`` means one range per file. Gzip files are always one range. Ranges
-    follow file then line order.
+    follow file then line order. ``pieces`` reads only bytes ``[start, end)`` of a file,
+    its first line numbered ``first_line`` (``path -> (start, end, first_line)``).
     """
+    pieces = pieces or {}
+
+    def piece(path: str) -> tuple[int, int | None, int]:
+        return pieces.get(path, (0, None, 1))
+
     if split_bytes is None:
-        plain = sum(storage.file_size(f) for f in files if not f.lower().endswith(".gz"))
+        plain = 0
+        for path in files:
+            if not path.lower().endswith(".gz"):
+                start, end, _ = piece(path)
+                plain += (storage.file_size(path) if end is None else end) - start
         split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
     if split_bytes == 0:
-        return [LineRange(path, 0, None, 1) for path in files]
-    return [r for path in files for r in plan_line_ranges(path, split_bytes)]
+        return [LineRange(path, *piece(path)) for path in files]
+    ranges: list[LineRange] = []
+    for path in files:
+        start, end, first_line = piece(path)
+        ranges.extend(plan_line_ranges(path, split_bytes, start=start, end=end,
+                                       first_line=first_line))
+    return ranges
 
 
 def over_ranges(

@@ -71,4 +71,19 @@ MESSAGES = StructType([
 
 MESSAGES_PARTITION = ("event_date",)
 
-TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES}
+#: One row per landed piece of an input file: what the job has read from which file. A file
+#: is known by the SHA-256 of its bytes; a file that grew is landed again only from where
+#: the landed piece ended (its ``prefix_key`` names that piece).
+INGESTED_FILES = StructType([
+    _f("source_file", StringType(), False),
+    _f("file_key", StringType(), False),  # SHA-256 (hex, 32) of the file's bytes [0, end_byte)
+    _f("prefix_key", StringType()),  # file_key of the piece this one continues, if any
+    _f("start_byte", LongType(), False),
+    _f("end_byte", LongType(), False),
+    _f("first_line", LongType(), False),
+    _f("lines", LongType(), False),
+    _f("ingest_id", StringType(), False),
+    _f("ingest_time", TimestampType(), False),
+])
+
+TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES, "ingested_files": INGESTED_FILES}

@@ -1,0 +1,146 @@
+"""Files are known by their bytes: touched, renamed, linked, grown, changed, appended to
+while the job runs, and crashed between commits (issue cases that landed lines twice)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.pipeline.job import run
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.sample import SampleConfig, generate, write_sample
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lines_of(count: int, seed: int) -> list[bytes]:
+    return [line for line, _ in generate(SampleConfig(agents=4, messages=count, seed=seed))]
+
+
+def keys(lake: Path, table: str) -> list[tuple[str, int]]:
+    return [(Path(r["source_file"]).name, r["line_no"]) for r in delta_rows(lake / table)]
+
+
+def assert_each_line_once(lake: Path, expected: dict[str, int]) -> None:
+    for table in ("raw_messages", "messages"):
+        got = keys(lake, table)
+        assert len(got) == len(set(got)), f"{table}: duplicate (source_file, line_no)"
+        per_file: dict[str, list[int]] = {}
+        for name, line_no in got:
+            per_file.setdefault(name, []).append(line_no)
+        assert {n: sorted(v) for n, v in per_file.items()} == {
+            n: list(range(1, c + 1)) for n, c in expected.items()}, table
+
+
+def test_touched_renamed_and_linked_files_are_landed_once(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, lake = tmp_path / "in", tmp_path / "lake"
+    folder.mkdir()
+    data = b"\n".join(lines_of(300, 1)) + b"\n"
+    (folder / "a.jsonl").write_bytes(data)
+    os.symlink(folder / "a.jsonl", folder / "link.jsonl")  # the same bytes twice in a run
+    first = run(spark, [str(folder)], str(lake))
+    assert (first.files_processed, first.files_skipped, first.lines_read) == (1, 1, 300)
+    assert "same bytes as" in capsys.readouterr().err
+
+    os.utime(folder / "a.jsonl", (time.time() + 60, time.time() + 60))  # touched
+    (folder / "copy.jsonl").write_bytes(data)  # the same bytes under another name
+    again = run(spark, [str(folder)], str(lake))
+    assert (again.files_processed, again.lines_read, again.message_rows_written) == (0, 0, 0)
+    err = capsys.readouterr().err
+    assert f"same bytes already landed as {folder / 'a.jsonl'}" in err
+    assert_each_line_once(lake, {"a.jsonl": 300})
+
+
+def test_a_grown_file_lands_only_its_new_lines(spark: Any, tmp_path: Path) -> None:
+    lines = lines_of(500, 2)
+    path, lake = tmp_path / "grow.jsonl", tmp_path / "lake"
+    path.write_bytes(b"\n".join(lines[:200]) + b"\n")
+    assert run(spark, [str(path)], str(lake)).lines_read == 200
+    with path.open("ab") as handle:
+        handle.write(b"\n".join(lines[200:]) + b"\n")
+    grown = run(spark, [str(path)], str(lake))
+    assert (grown.lines_read, grown.raw_rows_written, grown.message_rows_written) == (
+        300, 300, 300)
+    assert_each_line_once(lake, {"grow.jsonl": 500})
+    raw = {r["line_no"]: r["raw_text"].encode() for r in delta_rows(lake / "raw_messages")}
+    assert [raw[n] for n in range(1, 501)] == lines
+    # the new lines' verdicts are the checker's on them (replay is decided within a run)
+    new = {r["line_no"]: r["error_code"] for r in delta_rows(lake / "messages")
+           if r["line_no"] > 200}
+    assert [new[n] for n in range(201, 501)] == [
+        v.error_code for v in check_lines(lines[200:], ReceiptClock.refuse())]
+    assert run(spark, [str(path)], str(lake)).files_processed == 0
+
+
+def test_a_changed_file_is_a_new_version_said_so(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = lines_of(100, 3)
+    path, lake = tmp_path / "c.jsonl", tmp_path / "lake"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    run(spark, [str(path)], str(lake))
+    old_key = delta_rows(lake / "ingested_files")[0]["file_key"]
+    path.write_bytes(b"\n".join([*lines[:50], b'{"edited": true}', *lines[51:]]) + b"\n")
+    changed = run(spark, [str(path)], str(lake))
+    assert changed.lines_read == 100
+    assert f"changed since it was landed as {old_key}" in capsys.readouterr().err
+    assert len(delta_rows(lake / "ingested_files")) == 2
+
+
+def test_lines_appended_while_the_job_runs_land_once(tmp_path: Path) -> None:
+    path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
+    write_sample(SampleConfig(agents=6, messages=40_000, seed=4), str(path))
+    extra = b"\n".join(lines_of(1000, 5)) + b"\n"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [sys.executable, str(ROOT / "jobs" / "verify_messages.py"), "--master",
+               "local[2]", "--input", str(path), "--lake", str(lake), "--conf",
+               "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-rs"]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    seen = b""
+    while b"stage 1/4" not in seen:  # hashed and planned: now a writer appends
+        line = proc.stderr.readline()
+        assert line, seen.decode(errors="replace")
+        seen += line
+    with path.open("ab") as handle:
+        handle.write(extra)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, (seen + err).decode(errors="replace")
+    assert b"lines read: 40000" in out
+    second = subprocess.run(command, capture_output=True, env=env, timeout=300)
+    assert second.returncode == 0 and b"lines read: 1000" in second.stdout
+    assert_each_line_once(lake, {"live.jsonl": 41_000})
+
+
+def test_killed_between_commits_then_touched_keeps_the_tables_one_to_one(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from snap_spark.lake import DeltaRsLake, LakeError
+
+    path, lake = tmp_path / "in.jsonl", tmp_path / "lake"
+    path.write_bytes(b"\n".join(lines_of(400, 6)) + b"\n")
+    real_add = DeltaRsLake.add_files
+
+    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
+        if table_path.endswith("/messages"):
+            raise LakeError("the driver dies before the second commit")
+        return real_add(self, spark_, table_path, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaRsLake, "add_files", failing_add)  # a crash, in process
+    with pytest.raises(LakeError):
+        run(spark, [str(path)], str(lake))
+    monkeypatch.setattr(DeltaRsLake, "add_files", real_add)
+    os.utime(path, (time.time() + 120, time.time() + 120))  # touched before the re-run
+    healed = run(spark, [str(path)], str(lake))
+    assert (healed.raw_rows_written, healed.message_rows_written) == (0, 400)
+    assert_each_line_once(lake, {"in.jsonl": 400})
