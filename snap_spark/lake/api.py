@@ -131,3 +131,20 @@ class Lake(Protocol):
         ``False`` and adds nothing when the table already holds that transaction (the caller
         then deletes the files)."""
         ...
+
+    def replace_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Like :meth:`add_files`, but the one commit also removes every file the table held
+        (its rows are replaced; earlier versions stay readable by time travel)."""
+        ...

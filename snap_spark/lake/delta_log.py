@@ -113,9 +113,11 @@ def commit_files(
     version: int,
     write_id: str,
     info: Mapping[str, Any] | None = None,
+    replace: bool = False,
 ) -> bool:
     """Commit already-written data files as one Delta transaction with ``(app_id, version)``
-    (and ``info`` in its ``userMetadata``: :func:`snap_spark.lake.common.write_marker`).
+    (and ``info`` in its ``userMetadata``: :func:`snap_spark.lake.common.write_marker`);
+    with ``replace`` the commit also removes every file the table held.
 
     Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
     absent. Returns ``False`` without committing when the table already has a transaction
@@ -192,7 +194,7 @@ def commit_files(
         try:
             table.create_write_transaction(
                 file_actions,
-                mode="append",
+                mode="overwrite" if replace else "append",
                 schema=table.schema(),
                 partition_by=table_partitions,
                 commit_properties=properties,

@@ -482,6 +482,29 @@ class DeltaRsLake:
         return commit_files(uri, files, schema, partition_by, app_id=app_id,
                             version=version, write_id=uuid.uuid4().hex, info=commit_info)
 
+    def replace_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Commit files written in the table folder in place of all its rows; see
+        :meth:`Lake.replace_files`."""
+        uri = table_uri(path)
+        if table_uri(root) != uri:
+            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
+        check_txn(app_id, version)
+        return commit_files(uri, files, schema, partition_by, app_id=app_id,
+                            version=version, write_id=uuid.uuid4().hex, info=commit_info,
+                            replace=True)
+
 
 #: Sessions the data source is registered with, and the Python worker environment
 #: (``SparkContext.environment``) it was registered under.

@@ -97,6 +97,7 @@ class DeltaSparkLake:
         version: int,
         partition_by: Sequence[str] = (),
         commit_info: Mapping[str, Any] | None = None,
+        _mode: str = "append",
     ) -> bool:
         """Append with Delta's ``txnAppId``/``txnVersion``; see :meth:`Lake.append`.
 
@@ -124,7 +125,7 @@ class DeltaSparkLake:
         write_id = uuid.uuid4().hex
         writer = (
             df.write.format("delta")
-            .mode("append")
+            .mode(_mode)
             .option("txnAppId", app_id)
             .option("txnVersion", str(version))
             .option("userMetadata", write_marker(write_id, app_id, version, commit_info))
@@ -284,6 +285,25 @@ class DeltaSparkLake:
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
                            version=version, partition_by=partition_by,
                            commit_info=commit_info)
+
+    def replace_files(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Overwrite the table with the rows of staged Parquet files, in one commit; see
+        :meth:`Lake.replace_files`."""
+        return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
+                           version=version, partition_by=partition_by,
+                           commit_info=commit_info, _mode="overwrite")
 
 
 def staged_frame(

@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,8 @@ class JobResult:
     files_processed: int = 0
     #: files whose bytes the lake already holds (or that repeat another file of the run)
     files_skipped: int = 0
+    #: messages rows written for lines an earlier, stopped run landed in raw_messages only
+    completed_rows: int = 0
     lines_read: int = 0
     raw_rows_written: int = 0
     message_rows_written: int = 0
@@ -90,7 +92,7 @@ class _Landed:
     counts: Counter[int | None] = field(default_factory=Counter)
     bare: int = 0
     raw_files: list[Any] = field(default_factory=list)  # DataFile
-    staged: list[tuple[str, str]] = field(default_factory=list)  # (source_file, info)
+    staged: list[tuple[str, str, str]] = field(default_factory=list)  # (file, key, info)
     duplicates: dict[str, dict[int, str]] = field(default_factory=dict)
     replays: int = 0
 
@@ -111,9 +113,9 @@ class _Landed:
             elif kind == "raw_file":
                 landed.raw_files.append(data_file(row["info"]))
             elif kind == "staged":
-                landed.staged.append((row["source_file"], row["info"]))
+                landed.staged.append((row["source_file"], row["file_key"], row["info"]))
             elif kind == "duplicate":
-                landed.duplicates.setdefault(row["source_file"], {})[row["line_no"]] = row["info"]
+                landed.duplicates.setdefault(row["file_key"], {})[row["line_no"]] = row["info"]
                 landed.counts[row["prior_code"]] -= 1
                 landed.counts[row["code"]] += 1
                 landed.replays += 1
@@ -171,11 +173,8 @@ def run(
     from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
         LandSpec,
-        data_file,
-        fold_landed,
         land_part,
         landed_struct,
-        write_messages,
     )
     from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
     from snap_spark.pipeline.runs import RUNS_FOLDER, clean_leftovers, run_marker
@@ -187,9 +186,7 @@ def run(
         RAW_MESSAGES,
     )
 
-    settings = (settings or VerifySettings(clock_now=float(int(time.time())))).validated()
-    if not settings.clock_now:
-        settings = dataclasses.replace(settings, clock_now=float(int(time.time())))
+    settings = _decided(settings, spark)
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
@@ -225,8 +222,16 @@ def run(
     todo_plans = [plan for plan in plans if plan.lands]
     keys = {plan.source_file: plan.file_key for plan in todo_plans}
     todo = list(keys)
-    done_raw = lake.distinct_values(spark, raw_path, "file_key") if todo else set()
-    done_msg = lake.distinct_values(spark, msg_path, "file_key") if todo else set()
+    done_raw = lake.distinct_values(spark, raw_path, "file_key")
+    done_msg = lake.distinct_values(spark, msg_path, "file_key")
+    # raw_messages committed, messages not (a run stopped between its commits) and the input
+    # no longer holds those bytes: complete the messages from raw_messages itself.
+    orphans = done_raw - done_msg - set(keys.values())
+    if orphans:
+        log(f"{len(orphans)} landed file(s) have raw_messages rows but no messages rows: "
+            "verifying them from raw_messages")
+        result.completed_rows = reverify(spark, lake_dir, settings,
+                                         keys=orphans).message_rows_written
     result.files_skipped = len(files) - len(todo)
     log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
         f"lake={lake_dir} backend={lake.name}")
@@ -250,8 +255,7 @@ def run(
         file_keys={p: keys[p] for p in todo},
         raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
         raw_root=raw_root, staging=f"{staging}/messages",
-        settings=dataclasses.replace(
-            settings, verify_threads=settings.verify_threads or auto_verify_threads(spark)),
+        settings=settings,
     )
     # What decided this run's verdicts, kept in both commits for audits.
     info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
@@ -263,14 +267,7 @@ def run(
     uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
-        folded = (
-            landed_df.repartition("sender", "msg_id")
-            .sortWithinPartitions("received_at", "source_file", "line_no")
-            .mapInArrow(functools.partial(fold_landed, settings.replay_window),
-                        landed_struct())
-            .filter("kind <> 'candidate'")
-        )
-        landed = _Landed.from_rows(folded.toArrow().to_pylist())
+        landed = _fold(landed_df, settings.replay_window)
         uncommitted.append((raw_root, landed.raw_files))
         result.lines_read = sum(landed.lines.values())
         log(f"stage 2/4 read, checked and wrote {result.lines_read} lines from {len(todo)} "
@@ -294,12 +291,7 @@ def run(
             f"[{time.monotonic() - started:.1f}s]")
 
         if msg_keys:
-            staged = spark.createDataFrame(landed.staged, "source_file string, info string")
-            written = staged.mapInArrow(
-                functools.partial(write_messages, msg_root, landed.duplicates, ingest_id),
-                landed_struct()
-            ).toArrow().to_pylist()
-            msg_files = [data_file(row["info"]) for row in written]
+            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
             uncommitted.append((msg_root, msg_files))
             if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
                               partition_by=list(MESSAGES_PARTITION),
@@ -328,6 +320,117 @@ def run(
     _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.seconds = time.monotonic() - started
     return result
+
+
+def reverify(
+    spark: Any,
+    lake_dir: str,
+    settings: VerifySettings | None = None,
+    *,
+    keys: Collection[str] | None = None,
+) -> JobResult:
+    """Verify lines already in ``raw_messages`` again and write their ``messages`` rows.
+
+    With ``keys=None`` every landed line is checked again under ``settings`` (new windows,
+    a new core version), replay decided across all of them in receipt order, and the whole
+    ``messages`` table replaced in one commit (earlier versions stay in Delta history).
+    With ``keys``, only those files' lines are verified and appended: how a run completes
+    files whose ``raw_messages`` commit landed but whose ``messages`` commit did not.
+    ``raw_messages`` is never rewritten.
+
+    Examples:
+        >>> reverify(spark, "data/lake", VerifySettings(max_drift=30))  # doctest: +SKIP
+    """
+    from pyspark.sql import functions as F
+
+    from snap_spark.lake import delete_data_files, get_lake, table_uri
+    from snap_spark.pipeline.land import LandSpec, landed_struct, reland_rows
+    from snap_spark.pipeline.runs import RUNS_FOLDER, run_marker
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+
+    settings = _decided(settings, spark)
+    started = time.monotonic()
+    result = JobResult()
+    lake = get_lake(spark)
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
+    if not lake.exists(raw_path):
+        raise UsageError(f"no raw_messages table under {lake_dir}: nothing to verify again")
+    wanted = sorted(keys) if keys is not None else sorted(
+        lake.distinct_values(spark, raw_path, "file_key"))
+    ingest_id = uuid.uuid4().hex
+    staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
+    msg_root = lake.data_root(msg_path, staging)
+    spec = LandSpec(ingest_id=ingest_id, ingest_time_us=int(time.time() * 1_000_000),
+                    file_keys={}, msg_keys=frozenset(wanted), staging=f"{staging}/messages",
+                    settings=settings)
+    info = {"job": "verify_messages", "action": "reprocess" if keys is None else "complete",
+            "ingest_id": ingest_id, "snap_spark": __version__,
+            "settings": settings.as_record(), "files": len(wanted)}
+    raw = lake.read(spark, raw_path).select("source_file", "file_key", "line_no", "raw_text",
+                                            "raw_bytes", "read_error")
+    if keys is not None:
+        raw = raw.filter(F.col("file_key").isin(wanted))
+    landed_df = (raw.repartition("file_key").sortWithinPartitions("file_key", "line_no")
+                 .mapInArrow(functools.partial(reland_rows, spec), landed_struct()))
+    msg_files: list[Any] = []
+    with run_marker(lake_dir, ingest_id):
+        try:
+            landed = _fold(landed_df, settings.replay_window)
+            result.lines_read = sum(landed.lines.values())
+            result.counts = {code: n for code, n in landed.counts.items() if n}
+            log(f"verified {result.lines_read} landed lines of {len(wanted)} files again "
+                f"({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
+            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+            commit = lake.replace_files if keys is None else lake.add_files
+            if commit(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                      partition_by=list(MESSAGES_PARTITION),
+                      app_id=batch_app_id([ingest_id]), version=1, commit_info=info):
+                result.message_rows_written = result.lines_read
+            msg_files = []
+        finally:
+            delete_data_files(msg_root, msg_files)  # nothing, once committed
+            with contextlib.suppress(OSError):
+                storage.delete_tree(staging)
+    _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
+    result.files_processed = len(wanted)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _decided(settings: VerifySettings | None, spark: Any) -> VerifySettings:
+    """Validated settings with the driver's "now" and the verification threads fixed."""
+    chosen = (settings or VerifySettings()).validated()
+    return dataclasses.replace(
+        chosen, clock_now=chosen.clock_now or float(int(time.time())),
+        verify_threads=chosen.verify_threads or auto_verify_threads(spark))
+
+
+def _fold(landed_df: Any, window: float) -> _Landed:
+    """Run the landing job: shuffle the narrow rows by (from, id) and fold replays."""
+    from snap_spark.pipeline.land import fold_landed, landed_struct
+
+    folded = (
+        landed_df.repartition("sender", "msg_id")
+        .sortWithinPartitions("received_at", "source_file", "line_no")
+        .mapInArrow(functools.partial(fold_landed, window), landed_struct())
+        .filter("kind <> 'candidate'")
+    )
+    return _Landed.from_rows(folded.toArrow().to_pylist())
+
+
+def _write_messages(spark: Any, landed: _Landed, msg_root: str, ingest_id: str) -> list[Any]:
+    """Write the ``messages`` files of staged rows, with the 2006 verdicts applied."""
+    from snap_spark.pipeline.land import data_file, landed_struct, write_messages
+
+    if not landed.staged:
+        return []
+    staged = spark.createDataFrame(landed.staged,
+                                   "source_file string, file_key string, info string")
+    written = staged.mapInArrow(
+        functools.partial(write_messages, msg_root, landed.duplicates, ingest_id),
+        landed_struct()).toArrow().to_pylist()
+    return [data_file(row["info"]) for row in written]
 
 
 def _commit_ledger(spark: Any, lake: Any, path: str, staging: str, ingest_id: str,
@@ -371,6 +474,8 @@ def format_summary(result: JobResult) -> str:
         f"rows written: raw_messages +{result.raw_rows_written}, "
         f"messages +{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
         *balance[1:],
+        *([f"completed from raw_messages: messages +{result.completed_rows}"]
+          if result.completed_rows else []),
     ])
 
 
@@ -389,11 +494,23 @@ class VerifyMessages(Job):
     verifies_messages = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--input", "-i", action="append", required=True, metavar="PATH",
+        parser.add_argument("--input", "-i", action="append", metavar="PATH",
                             help="input file or folder (repeatable); folders are read "
                             "recursively for .jsonl/.ndjson/.json and their .gz")
+        parser.add_argument("--reprocess", action="store_true",
+                            help="instead of reading input: verify every line already in "
+                            "raw_messages again under the given settings and replace the "
+                            "messages table in one commit (raw_messages is never rewritten)")
+
+    def check(self, context: Context) -> None:
+        if context.args.reprocess and context.args.input:
+            raise UsageError("--reprocess verifies what the lake holds: give no --input")
+        if not context.args.reprocess and not context.args.input:
+            raise UsageError("give --input PATH (or --reprocess)")
 
     def run(self, spark: Any, context: Context) -> JobResult:
+        if context.args.reprocess:
+            return reverify(spark, context.lake, context.verify)
         return run(spark, context.args.input, context.lake, context.verify)
 
     def summary(self, result: Any) -> str:

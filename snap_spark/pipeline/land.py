@@ -28,6 +28,7 @@ never committed: Delta ignores them and ``VACUUM`` removes them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import uuid
 from collections import Counter
@@ -152,16 +153,17 @@ def land_range(spec: LandSpec, index: int, path: str, start: int = 0, end: int |
     yield from land_lines(spec, f"{index:05d}", path, batches)
 
 
-def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLines]
-               ) -> Iterator[pa.RecordBatch]:
+def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLines],
+               key: str | None = None) -> Iterator[pa.RecordBatch]:
     """Write the table files of checked batches of one source; yield :data:`LANDED_SCHEMA`
     rows (``candidate`` per replay candidate, then ``raw_file``/``staged``/``count``).
 
     A bare line while no receipt clock is configured deletes what was written and yields
-    one ``bare`` row instead; any failure deletes what was written and re-raises.
+    one ``bare`` row instead; any failure deletes what was written and re-raises. ``key``
+    is the file key of the lines (default: ``spec.file_keys[path]``).
     """
-    key = spec.file_keys[path]
-    meta = spec.meta(path)
+    key = key if key is not None else spec.file_keys[path]
+    meta = RowMeta(spec.ingest_id, spec.ingest_time_us, key)
     out = _Outputs()
     counts: Counter[int | None] = Counter()
     tag = file_prefix(spec.ingest_id, f"{tag}-{uuid.uuid4().hex[:8]}")
@@ -188,7 +190,7 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             if out.staged is not None:
                 out.staged.write_batch(message_rows(meta, checked))
                 out.staged_rows += checked.num_rows
-            yield _candidates(checked)
+            yield _candidates(checked, key)
         info: list[dict[str, Any]] = []
         if out.raw is not None:
             for data_file in out.raw.close():
@@ -210,7 +212,7 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
         raise
 
 
-def _candidates(checked: CheckedLines) -> pa.RecordBatch:
+def _candidates(checked: CheckedLines, key: str) -> pa.RecordBatch:
     """``candidate`` rows: the lines that take part in the replay step (checks 1-5 passed)."""
     keep = replay_candidates(checked)
     cols, n = checked.cols, len(keep)
@@ -224,7 +226,7 @@ def _candidates(checked: CheckedLines) -> pa.RecordBatch:
         pa.array([cols["received_at"][i] for i in keep], pa.float64()),
         pa.array([cols["auth_code"][i] for i in keep], pa.int32()),
         pa.nulls(n, pa.int32()),
-        pa.nulls(n, pa.string()),
+        _constant(key, pa.string(), n),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.string()),
     ], schema=LANDED_SCHEMA)
@@ -260,6 +262,7 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
     cols = table.to_pydict()
     rows = [
         _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
+             file_key=cols["file_key"][i],
              code=DUPLICATE, prior_code=cols["code"][i], info=detail)
         for i, detail in replayed_rows(cols["sender"], cols["msg_id"], cols["received_at"],
                                        cols["code"], window)
@@ -288,8 +291,9 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
                    ingest_id: str, batches: Iterable[pa.RecordBatch]
                    ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function over ``staged`` rows: read each staged file, apply the 2006
-    verdicts of its source file, write the ``messages`` Parquet files (partitioned by
-    ``event_date``) and yield one ``raw_file``-shaped row per data file written."""
+    verdicts of its file key (``duplicates``: file key -> line number -> detail), write the
+    ``messages`` Parquet files (partitioned by ``event_date``) and yield one
+    ``raw_file``-shaped row per data file written."""
     from snap_spark.schemas.tables import MESSAGES_PARTITION
 
     writer = PartitionedFileWriter(msg_root, table_arrow_schema("messages"),
@@ -300,7 +304,7 @@ def write_messages(msg_root: str, duplicates: Mapping[str, Mapping[int, str]],
         for batch in batches:
             for staged in batch.to_pylist():
                 filesystem, staged_path = storage.resolve(json.loads(staged["info"])["path"])
-                replayed = duplicates.get(staged["source_file"], {})
+                replayed = duplicates.get(staged["file_key"], {})
                 with filesystem.open_input_file(staged_path) as handle:
                     reader = pa.ipc.open_file(handle)
                     for i in range(reader.num_record_batches):  # one batch in memory at a time
@@ -336,3 +340,34 @@ def landed_struct() -> StructType:
 def land_part(spec: LandSpec, part: LineRange, index: int) -> Iterator[pa.RecordBatch]:
     """:func:`land_range` for one planned range (the function :func:`over_ranges` runs)."""
     yield from land_range(spec, index, part.path, part.start, part.end, part.first_line)
+
+
+def reland_rows(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over ``raw_messages`` rows (``source_file, file_key, line_no,
+    raw_text, raw_bytes, read_error``) sorted by file key and line: check the landed lines
+    again (under ``spec.settings``) and stage their ``messages`` rows, as :func:`land_range`
+    does for input files. The exact bytes are ``raw_bytes`` when set, else ``raw_text``."""
+    size = spec.settings.batch_rows
+
+    def chunks() -> Iterator[tuple[tuple[str, str], list[int], list[bytes | None],
+                                   list[str | None]]]:
+        for batch in batches:
+            cols = batch.to_pydict()
+            files, keys = cols["source_file"], cols["file_key"]
+            start, count = 0, batch.num_rows
+            while start < count:
+                end, ident = start, (files[start], keys[start])
+                while end < count and end - start < size and (files[end], keys[end]) == ident:
+                    end += 1
+                raws = [exact if exact is not None else (None if text is None
+                                                          else text.encode("utf-8"))
+                        for exact, text in zip(cols["raw_bytes"][start:end],
+                                               cols["raw_text"][start:end], strict=True)]
+                yield ident, cols["line_no"][start:end], raws, cols["read_error"][start:end]
+                start = end
+
+    for index, ((path, key), group) in enumerate(itertools.groupby(chunks(), lambda c: c[0])):
+        checked = (check_lines(spec.settings, path, line_nos, raws,
+                               errors if any(e is not None for e in errors) else None)
+                   for _, line_nos, raws, errors in group)
+        yield from land_lines(spec, f"r{index:05d}", path, checked, key=key)

@@ -202,12 +202,12 @@ def test_write_messages_turns_staged_rows_into_partitioned_files(tmp_path: Path)
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"\n".join(LINES) + b"\n")
     rows = _land(_spec(tmp_path, path), path)
-    staged = [{"source_file": r["source_file"], "info": r["info"]}
+    staged = [{"source_file": r["source_file"], "file_key": r["file_key"], "info": r["info"]}
               for r in rows if r["kind"] == "staged"]
     batch = pa.RecordBatch.from_pylist(staged)
-    duplicates = {str(path): {2: "replayed"}}
-    out = pa.Table.from_batches(
-        list(write_messages(str(tmp_path / "messages"), duplicates, "i" * 32, [batch]))).to_pylist()
+    duplicates = {"k-" + path.name: {2: "replayed"}}  # by file key
+    written = write_messages(str(tmp_path / "messages"), duplicates, "i" * 32, [batch])
+    out = pa.Table.from_batches(list(written)).to_pylist()
     files = [data_file(r["info"]) for r in out]
     assert sum(f.num_records for f in files) == len(LINES)
     assert {f.partition_values["event_date"] for f in files} == {"2026-02-04"}
