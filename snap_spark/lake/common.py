@@ -68,16 +68,11 @@ def marker_info(user_metadata: Any) -> dict[str, Any] | None:
         >>> marker_info("a note someone wrote") is None
         True
     """
-    if not isinstance(user_metadata, str):
+    marker = _marker(user_metadata)
+    if marker is None:
         return None
-    try:
-        parsed = json.loads(user_metadata)
-    except ValueError:
-        return None
-    if isinstance(parsed, dict) and parsed.get("writer") == WRITER_NAME:
-        info = parsed.get("info")
-        return info if isinstance(info, dict) else {}
-    return None
+    info = marker.get("info")
+    return info if isinstance(info, dict) else {}
 
 
 def marker_write_id(user_metadata: Any) -> str | None:
@@ -89,6 +84,13 @@ def marker_write_id(user_metadata: Any) -> str | None:
         >>> marker_write_id("a note someone wrote") is None
         True
     """
+    marker = _marker(user_metadata)
+    write_id = None if marker is None else marker.get("writeId")
+    return write_id if isinstance(write_id, str) else None
+
+
+def _marker(user_metadata: Any) -> dict[str, Any] | None:
+    """A commit's ``userMetadata`` parsed, when this package wrote it."""
     if not isinstance(user_metadata, str):
         return None
     try:
@@ -96,8 +98,7 @@ def marker_write_id(user_metadata: Any) -> str | None:
     except ValueError:
         return None
     if isinstance(parsed, dict) and parsed.get("writer") == WRITER_NAME:
-        write_id = parsed.get("writeId")
-        return write_id if isinstance(write_id, str) else None
+        return parsed
     return None
 
 

@@ -16,6 +16,7 @@ from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate, write_sample
+from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -125,21 +126,9 @@ def test_lines_appended_while_the_job_runs_land_once(tmp_path: Path) -> None:
 
 def test_killed_between_commits_then_touched_keeps_the_tables_one_to_one(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from snap_spark.lake import DeltaRsLake, LakeError
-
     path, lake = tmp_path / "in.jsonl", tmp_path / "lake"
     path.write_bytes(b"\n".join(lines_of(400, 6)) + b"\n")
-    real_add = DeltaRsLake.add_files
-
-    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
-        if table_path.endswith("/messages"):
-            raise LakeError("the driver dies before the second commit")
-        return real_add(self, spark_, table_path, *args, **kwargs)
-
-    monkeypatch.setattr(DeltaRsLake, "add_files", failing_add)  # a crash, in process
-    with pytest.raises(LakeError):
-        run(spark, [str(path)], str(lake))
-    monkeypatch.setattr(DeltaRsLake, "add_files", real_add)
+    run_dying_before_messages_commit(spark, [str(path)], lake, monkeypatch)
     os.utime(path, (time.time() + 120, time.time() + 120))  # touched before the re-run
     healed = run(spark, [str(path)], str(lake))
     assert (healed.raw_rows_written, healed.message_rows_written) == (0, 400)

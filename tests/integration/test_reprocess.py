@@ -13,6 +13,7 @@ from snap_spark.pipeline.job import main, run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
+from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -69,23 +70,11 @@ def test_reprocess_refuses_input_and_needs_a_lake(tmp_path: Path,
 
 def test_messages_are_completed_from_raw_messages_when_the_input_is_gone(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from snap_spark.lake import DeltaRsLake, LakeError
-
     lines = [line for line, _ in generate(SampleConfig(agents=4, messages=600, seed=9))]
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_bytes(b"\n".join(lines[:300]) + b"\n")
     lake = tmp_path / "lake"
-    real_add = DeltaRsLake.add_files
-
-    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
-        if table_path.endswith("/messages"):
-            raise LakeError("the driver dies before the second commit")
-        return real_add(self, spark_, table_path, *args, **kwargs)
-
-    monkeypatch.setattr(DeltaRsLake, "add_files", failing_add)  # a crash, in process
-    with pytest.raises(LakeError):
-        run(spark, [str(first)], str(lake))
-    monkeypatch.setattr(DeltaRsLake, "add_files", real_add)
+    run_dying_before_messages_commit(spark, [str(first)], lake, monkeypatch)
     first.unlink()  # the archive is gone (or rewritten) before the next run
     second.write_bytes(b"\n".join(lines[300:]) + b"\n")
     result = run(spark, [str(second)], str(lake))

@@ -1,0 +1,32 @@
+"""Shared pieces of the integration tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.pipeline.job import run
+
+
+def run_dying_before_messages_commit(spark: Any, inputs: list[str], lake: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the batch job so that it stops after its ``raw_messages`` commit, before the
+    ``messages`` one (a driver lost between them). The patch is the only way to stop a run
+    at exactly that point in-process (kill -9 tests in test_crash.py do it for real, with
+    timing); it is undone before returning."""
+    from snap_spark.lake import DeltaRsLake, LakeError
+
+    real_add = DeltaRsLake.add_files
+
+    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
+        if table_path.endswith("/messages"):
+            raise LakeError("the driver dies before the second commit")
+        return real_add(self, spark_, table_path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(DeltaRsLake, "add_files", failing_add)
+        with pytest.raises(LakeError):
+            run(spark, inputs, str(lake))
+
