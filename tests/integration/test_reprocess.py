@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.pipeline.job import main, run
+from snap_spark.pipeline.job import main, reverify, run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
@@ -87,3 +87,30 @@ def test_messages_are_completed_from_raw_messages_when_the_input_is_gone(
     got = sorted((r["line_no"], r["error_code"]) for r in delta_rows(lake / "messages")
                  if r["source_file"].endswith("a.jsonl"))
     assert got == expected
+
+
+def test_reprocess_keeps_every_bad_line_and_its_reason(spark: Any, tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from tests.unit.helpers import envelope, message
+
+    deep = b"[" * 10_000 + b"]" * 10_000
+    big = envelope(message(payload={"t": "x" * (12 * 1024 * 1024)}))
+    bad = [b"", b"{truncated", b"\xff\xfe\x00 invalid utf-8", deep, big, b"[1,2]",
+           envelope(message(timestamp="soon")), json.dumps({"received_at": 1}).encode(),
+           b"\r", b"\x00\x00"]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.jsonl").write_bytes(b"\n".join(bad) + b"\n")
+    cut = gzip.compress(b"\n".join(bad[:3]) + b"\n")
+    (tmp_path / "in" / "cut.jsonl.gz").write_bytes(cut[: len(cut) - 9])  # damaged archive
+    lake = tmp_path / "lake"
+    run(spark, [str(tmp_path / "in")], str(lake))
+    before = sorted((r["source_file"], r["line_no"], r["error_code"], r["error_detail"])
+                    for r in delta_rows(lake / "messages"))
+    assert len(before) == len(bad) + 4 and all(r[2] for r in before)
+    result = reverify(spark, str(lake))
+    assert result.lines_read == len(before) == result.message_rows_written
+    after = sorted((r["source_file"], r["line_no"], r["error_code"], r["error_detail"])
+                   for r in delta_rows(lake / "messages"))
+    assert after == before
