@@ -86,4 +86,39 @@ INGESTED_FILES = StructType([
     _f("ingest_time", TimestampType(), False),
 ])
 
-TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES, "ingested_files": INGESTED_FILES}
+#: One row per state report (a valid response naming one of the six states), as the task
+#: fold took it: ordered per task by message timestamp, then receipt.
+TASK_EVENTS = StructType([
+    _f("task_id", StringType(), False),
+    _f("seq", LongType(), False),  # position of the report in its task's fold, from 0
+    _f("context_id", StringType()),
+    _f("previous_state", StringType()),
+    _f("new_state", StringType(), False),
+    _f("legal", BooleanType(), False),  # the transition table allows previous -> new
+    _f("applied", BooleanType(), False),  # the report changed the task's state
+    _f("anomaly", StringType()),  # null | "illegal_transition" | "non_owner"
+    _f("by_owner", BooleanType(), False),
+    _f("message_id", StringType(), False),
+    _f("sender", StringType(), False),
+    _f("timestamp", LongType(), False),
+    _f("event_time", TimestampType()),
+    _f("received_at", DoubleType()),
+])
+
+#: One row per task: where it stands after every report folded.
+TASKS = StructType([
+    _f("task_id", StringType(), False),
+    _f("context_id", StringType()),
+    _f("owner", StringType()),
+    _f("state", StringType()),
+    _f("state_timestamp", LongType()),  # message timestamp of the report that set the state
+    _f("state_time", TimestampType()),
+    _f("last_message_id", StringType()),
+    _f("reports", LongType(), False),
+    _f("transitions", LongType(), False),
+    _f("illegal_transitions", LongType(), False),
+    _f("foreign_reports", LongType(), False),  # reports from someone other than the owner
+])
+
+TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES, "ingested_files": INGESTED_FILES,
+          "task_events": TASK_EVENTS, "tasks": TASKS}
