@@ -177,7 +177,12 @@ def run(
         landed_struct,
     )
     from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
-    from snap_spark.pipeline.runs import RUNS_FOLDER, clean_leftovers, run_marker
+    from snap_spark.pipeline.runs import (
+        RUNS_FOLDER,
+        clean_leftovers,
+        current_owner,
+        run_marker,
+    )
     from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.schemas.tables import (
         INGESTED_FILES,
@@ -197,7 +202,7 @@ def run(
         raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
     # Each run's marker says "writing" until the run ends; what a killed run left behind is
     # removed here, by the next run (or snap-spark lake clean), before anything else.
-    cleaned = clean_leftovers(lake_dir, LANDED_TABLES)
+    cleaned = clean_leftovers(lake_dir, LANDED_TABLES, forget=False)
     if cleaned.runs:
         log(f"cleaned up after killed runs: {cleaned.summary()}")
     check_table_location(raw_path, RAW_MESSAGES)
@@ -255,7 +260,7 @@ def run(
         file_keys={p: keys[p] for p in todo},
         raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
         raw_root=raw_root, staging=f"{staging}/messages",
-        settings=settings,
+        settings=settings, owner=current_owner(),
     )
     # What decided this run's verdicts, kept in both commits for audits.
     info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
@@ -317,6 +322,9 @@ def run(
         raise
     _remove_tree(staging)
     marker.close()
+    # Sweep again: workers of a run killed just before this one may have finished a file
+    # after the first sweep (they die a moment after their driver).
+    clean_leftovers(lake_dir, LANDED_TABLES)
     _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.seconds = time.monotonic() - started
     return result

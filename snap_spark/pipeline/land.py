@@ -55,7 +55,7 @@ from snap_spark.pipeline.checked import (
     table_arrow_schema,
 )
 from snap_spark.pipeline.read import iter_line_lists
-from snap_spark.pipeline.runs import file_prefix
+from snap_spark.pipeline.runs import file_prefix, owner_alive
 from snap_spark.protocol.replay import replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings
@@ -95,6 +95,8 @@ class LandSpec:
     #: verification settings, ``verify_threads`` already decided
     settings: VerifySettings = dataclasses.field(default_factory=VerifySettings)
     max_batch_bytes: int = 64 * 1024 * 1024
+    #: the run's driver (host, pid, start): a task whose driver is gone writes nothing more
+    owner: tuple[str, int, str | None] | None = None
 
     def meta(self, path: str) -> RowMeta:
         return RowMeta(self.ingest_id, self.ingest_time_us, self.file_keys[path])
@@ -179,6 +181,10 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             out.staged_sink = out.filesystem.open_output_stream(out.staged_path)
             out.staged = pa.ipc.new_file(out.staged_sink, table_arrow_schema("messages"))
         for checked in batches:
+            if spec.owner is not None and not owner_alive(*spec.owner):
+                # A driver killed mid-run (kill -9) leaves Python workers finishing their
+                # batch: they must not write files after the next run cleaned up.
+                raise RuntimeError("the run that owns this task is gone; wrote nothing more")
             if checked.needs_clock:
                 out.discard()
                 yield _rows_batch([_row("bare", source_file=path, file_key=key,

@@ -59,6 +59,17 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
+def owner_alive(host: str, pid: int, started: str | None) -> bool:
+    """False only when the process ``pid`` of ``host`` is known to be gone (a task on
+    another host cannot tell, and says True)."""
+    return host != socket.gethostname() or _alive(pid, started)
+
+
+def current_owner() -> tuple[str, int, str | None]:
+    """``(host, pid, process start)`` of this process, for :attr:`LandSpec.owner`."""
+    return socket.gethostname(), os.getpid(), _process_start(os.getpid())
+
+
 def _alive(pid: int, started: str | None) -> bool:
     try:
         os.kill(pid, 0)
@@ -174,12 +185,14 @@ class Cleaned:
 
 
 def clean_leftovers(lake: str, tables: Sequence[str], *, dry_run: bool = False,
-                    stale_after: float = DEFAULT_STALE_AFTER, skip: Sequence[str] = ()
-                    ) -> Cleaned:
+                    stale_after: float = DEFAULT_STALE_AFTER, skip: Sequence[str] = (),
+                    forget: bool = True) -> Cleaned:
     """Remove what runs that are over left uncommitted in ``lake`` (see the module doc).
 
     ``tables`` are the table folder names to look in; ``skip`` run ids to leave alone (the
-    caller's own run).
+    caller's own run). With ``forget=False`` the markers of the runs cleaned stay, so a
+    later sweep (a run sweeps when it starts and again when it ends) also removes what their
+    last workers finished writing after the first one.
     """
     cleaned = Cleaned()
     runs_dir = storage.join(lake, RUNS_FOLDER)
@@ -228,7 +241,7 @@ def clean_leftovers(lake: str, tables: Sequence[str], *, dry_run: bool = False,
             if not dry_run:
                 storage.delete_tree(staging)
         cleaned.runs.append(marker.ingest_id)
-        if not dry_run:
+        if forget and not dry_run:
             storage.delete_file(location)
     return cleaned
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("raw_messages", "messages")
-LINES = 60_000
+LINES = 100_000
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def kill_when(proc: subprocess.Popen[bytes], text: str, delay: float) -> str:
 
 
 @pytest.mark.parametrize(("moment", "text", "delay"), [
-    ("while landing", "stage 1/4", 4.0),
+    ("while landing", "stage 1/4", 1.5),
     ("between the two commits", "stage 3/4", 0.0),
 ])
 def test_kill_9_then_rerun_leaves_each_line_once_and_no_stray_file(
