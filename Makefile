@@ -20,7 +20,7 @@ MASTER ?= local[*]
 LAKE_BACKEND ?= auto
 DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.delta_jars jars 2>/dev/null))
 
-.PHONY: setup delta-jars test run check-sample lint bench check-java clean
+.PHONY: setup delta-jars test run tasks check-sample lint bench check-java clean
 
 setup: $(STAMP) delta-jars
 
@@ -63,6 +63,15 @@ run: setup $(SAMPLE)
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/verify_messages.py --input $(SAMPLE) --lake $(LAKE)
+
+# task_events and tasks rebuilt from the messages `make run` landed.
+tasks: setup
+	$(VENV)/bin/spark-submit --master '$(MASTER)' \
+		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--conf spark.ui.showConsoleProgress=false \
+		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
+		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
+		jobs/rebuild_tasks.py --lake $(LAKE)
 
 # The same sample through the pure-Python checker (no Spark).
 check-sample: setup $(SAMPLE)
