@@ -475,12 +475,8 @@ class DeltaRsLake:
             ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
             True
         """
-        uri = table_uri(path)
-        if table_uri(root) != uri:
-            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
-        check_txn(app_id, version)
-        return commit_files(uri, files, schema, partition_by, app_id=app_id,
-                            version=version, write_id=uuid.uuid4().hex, info=commit_info)
+        return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
+                                commit_info, replace=False)
 
     def replace_files(
         self,
@@ -497,13 +493,20 @@ class DeltaRsLake:
     ) -> bool:
         """Commit files written in the table folder in place of all its rows; see
         :meth:`Lake.replace_files`."""
-        uri = table_uri(path)
-        if table_uri(root) != uri:
-            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
-        check_txn(app_id, version)
-        return commit_files(uri, files, schema, partition_by, app_id=app_id,
-                            version=version, write_id=uuid.uuid4().hex, info=commit_info,
-                            replace=True)
+        return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
+                                commit_info, replace=True)
+
+
+def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: StructType,
+                     partition_by: Sequence[str], app_id: str, version: int,
+                     commit_info: Mapping[str, Any] | None, *, replace: bool) -> bool:
+    """Commit files the tasks wrote in the table folder (adding, or replacing all rows)."""
+    uri = table_uri(path)
+    if table_uri(root) != uri:
+        raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
+    check_txn(app_id, version)
+    return commit_files(uri, files, schema, partition_by, app_id=app_id, version=version,
+                        write_id=uuid.uuid4().hex, info=commit_info, replace=replace)
 
 
 #: Sessions the data source is registered with, and the Python worker environment
