@@ -85,6 +85,7 @@ def _read_input(location: str) -> tuple[list[bytes | None], dict[int, str],
 
 def cmd_check(args: argparse.Namespace) -> int:
     from snap_spark.protocol.checker import check_lines
+    from snap_spark.protocol.replay import line_name
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
     from snap_spark.settings import SettingsError, VerifySettings
 
@@ -110,7 +111,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         verdicts = check_lines(
             lines, clock, max_drift=settings.max_drift, replay_window=settings.replay_window,
-            read_errors=read_errors,
+            read_errors=read_errors, names=[line_name(None if path == "-" else path, n)
+                                          for path, n in origin],
         )
     except MissingReceiptTime as exc:
         print(f"snap-spark check: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError
+from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import table_uri
 from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.delta_spark import DeltaSparkLake
@@ -55,6 +55,7 @@ __all__ = [
     "LakeLocationError",
     "LakeSchemaError",
     "PartitionedFileWriter",
+    "RowUpdates",
     "check_table_location",
     "delete_data_files",
     "get_lake",

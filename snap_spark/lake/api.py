@@ -9,9 +9,11 @@ backend that fits the session: ``delta-spark`` on clusters with Delta's JARs, ``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -29,6 +31,33 @@ class LakeLocationError(LakeError, ValueError):
 
 class LakeSchemaError(LakeError, ValueError):
     """A DataFrame does not fit a table (columns, types, partitioning) or plain Delta."""
+
+
+@dataclass(frozen=True)
+class RowUpdates:
+    """New values for some columns of rows a table already holds, committed by
+    :meth:`Lake.add_files` in the same commit as the new files.
+
+    ``rows`` is an Arrow table of the ``keys`` columns, optionally the table's partition
+    columns (the search is then limited to those partitions), and the columns to set. Each
+    row of ``rows`` must find exactly one table row; the keys must be unique in ``rows``.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> RowUpdates(pa.table({"id": [3], "state": ["done"]}), ("id",)).columns
+        ['state']
+    """
+
+    rows: pa.Table
+    keys: tuple[str, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns set (every column of ``rows`` but the keys and partition values)."""
+        return [n for n in self.rows.column_names if n not in self.keys]
+
+    def __len__(self) -> int:
+        return int(self.rows.num_rows)
 
 
 @runtime_checkable
@@ -123,13 +152,21 @@ class Lake(Protocol):
         app_id: str,
         version: int,
         commit_info: Mapping[str, Any] | None = None,
+        updates: RowUpdates | None = None,
     ) -> bool:
         """Add Parquet files written under ``root`` (:meth:`data_root`) to table ``path`` in
         one commit with the app transaction ``(app_id, version)`` and ``commit_info`` in its
         ``userMetadata`` (:func:`snap_spark.lake.common.marker_info` reads it back); the
         table is created (``schema``, partitioned by ``partition_by``) when absent. Returns
         ``False`` and adds nothing when the table already holds that transaction (the caller
-        then deletes the files)."""
+        then deletes the files).
+
+        With ``updates``, the same commit also rewrites the rows they name (the files that
+        hold them are replaced by rewritten copies; earlier versions keep the old values).
+
+        Raises:
+            LakeError: an update names a row the table does not hold (nothing committed).
+        """
         ...
 
     def replace_files(

@@ -9,8 +9,11 @@ so tables on S3-compatible stores open with the same settings the data files are
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from snap_spark import storage
 from snap_spark.lake.api import LakeError, LakeSchemaError
@@ -22,6 +25,15 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from snap_spark.lake.files import DataFile
+
+@dataclass(frozen=True)
+class RemovedFile:
+    """A data file a commit removes: its path and partition values as the log holds them."""
+
+    path: str
+    size: int | None
+    partition_values: Mapping[str, str | None]
+
 
 #: Commit attempts when concurrent writers keep winning the race for the next version.
 MAX_COMMIT_ATTEMPTS = 10
@@ -114,10 +126,13 @@ def commit_files(
     write_id: str,
     info: Mapping[str, Any] | None = None,
     replace: bool = False,
+    removes: Sequence[RemovedFile] = (),
 ) -> bool:
     """Commit already-written data files as one Delta transaction with ``(app_id, version)``
     (and ``info`` in its ``userMetadata``: :func:`snap_spark.lake.common.write_marker`);
-    with ``replace`` the commit also removes every file the table held.
+    with ``replace`` the commit also removes every file the table held, with ``removes``
+    the files named. Removing a file the table no longer holds (another writer removed it
+    meanwhile) raises :class:`LakeError` instead of committing.
 
     Creates the table (schema ``schema`` made nullable, partitioned by ``partition_by``) when
     absent. Returns ``False`` without committing when the table already has a transaction
@@ -153,6 +168,12 @@ def commit_files(
         for f in files
     ]
     file_actions: list[AddAction | RemoveAction] = list(adds)
+    now_ms = int(time.time() * 1000)
+    file_actions.extend(
+        RemoveAction(path=r.path, data_change=True, deletion_timestamp=now_ms, size=r.size,
+                     partition_values=dict(r.partition_values))
+        for r in removes
+    )
     properties = CommitProperties(
         custom_metadata={"userMetadata": write_marker(write_id, app_id, version, info)},
         app_transactions=[Transaction(app_id, version)],
@@ -185,6 +206,13 @@ def commit_files(
             raise LakeSchemaError(
                 f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
             )
+        if removes:
+            held = {unquote(p) for p in
+                    table.get_add_actions(flatten=True).column("path").to_pylist()}
+            gone = [r.path for r in removes if r.path not in held]
+            if gone:
+                raise LakeError(f"table at {uri} no longer holds {gone[0]} (changed by "
+                                "another writer meanwhile); nothing was committed")
         table_partitions = list(table.metadata().partition_columns)
         if table_partitions != list(partition_by):
             raise LakeSchemaError(

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from snap_spark import storage
-from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import (
     check_batch,
     check_keys,
@@ -55,6 +55,7 @@ from snap_spark.lake.common import (
 # Re-exported: callers and tests import these from here (delta_spark: read_txn_version).
 from snap_spark.lake.delta_log import (
     MAX_COMMIT_ATTEMPTS,
+    RemovedFile,
     commit_files,
     delta_location,
     open_table,
@@ -66,6 +67,8 @@ from snap_spark.lake.delta_log import (
 from snap_spark.lake.files import (
     NULL_PARTITION,
     DataFile,
+    PartitionedFileWriter,
+    delete_data_files,
     partition_string,
     read_data_file,
     unescape_path_name,
@@ -467,8 +470,11 @@ class DeltaRsLake:
         app_id: str,
         version: int,
         commit_info: Mapping[str, Any] | None = None,
+        updates: RowUpdates | None = None,
     ) -> bool:
-        """Commit files written in the table folder; see :meth:`Lake.add_files`.
+        """Commit files written in the table folder; see :meth:`Lake.add_files`. Updated
+        rows are rewritten on the driver: each file holding one is copied with the new
+        values, and the commit removes the old file.
 
         Examples:
             >>> lake.add_files(spark, "/lake/raw", "/lake/raw", files, schema=schema,
@@ -476,7 +482,7 @@ class DeltaRsLake:
             True
         """
         return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                commit_info, replace=False)
+                                commit_info, replace=False, updates=updates)
 
     def replace_files(
         self,
@@ -499,14 +505,131 @@ class DeltaRsLake:
 
 def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: StructType,
                      partition_by: Sequence[str], app_id: str, version: int,
-                     commit_info: Mapping[str, Any] | None, *, replace: bool) -> bool:
-    """Commit files the tasks wrote in the table folder (adding, or replacing all rows)."""
+                     commit_info: Mapping[str, Any] | None, *, replace: bool,
+                     updates: RowUpdates | None = None) -> bool:
+    """Commit files the tasks wrote in the table folder (adding, or replacing all rows),
+    with ``updates`` rewritten into copies of the files that hold their rows."""
     uri = table_uri(path)
     if table_uri(root) != uri:
         raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
     check_txn(app_id, version)
-    return commit_files(uri, files, schema, partition_by, app_id=app_id, version=version,
-                        write_id=uuid.uuid4().hex, info=commit_info, replace=replace)
+    removed: list[RemovedFile] = []
+    rewritten: list[DataFile] = []
+    if updates is not None and len(updates):
+        done_version = read_txn_version(uri, app_id)
+        if done_version is not None and done_version >= version:
+            return False  # committed before: rewrite nothing
+        removed, rewritten = rewrite_updated(uri, updates, schema, partition_by)
+    try:
+        done = commit_files(uri, [*files, *rewritten], schema, partition_by, app_id=app_id,
+                            version=version, write_id=uuid.uuid4().hex, info=commit_info,
+                            replace=replace, removes=removed)
+    except BaseException:
+        delete_data_files(uri, rewritten)
+        raise
+    if not done:
+        delete_data_files(uri, rewritten)
+    return done
+
+
+def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
+                    partition_by: Sequence[str]) -> tuple[list[RemovedFile], list[DataFile]]:
+    """Copy each data file of the table at ``uri`` that holds a row ``updates`` names, with
+    the new values; return the files to remove and the copies to add (not committed).
+
+    Only files in the partitions ``updates`` names (when it has the partition columns), and
+    whose statistics range over the first key column covers some key, are read.
+
+    Raises:
+        LakeError: an update finds no row, or several (nothing is left written then).
+    """
+    import pyarrow as pa
+
+    table = open_table(uri)
+    if table is None:
+        raise LakeError(f"no Delta table at {uri} to update rows of")
+    arrow_schema = to_arrow(schema)
+    rows = updates.rows
+    keys = list(updates.keys)
+    columns = [c for c in updates.columns if c not in partition_by]
+    key_rows = list(zip(*[rows.column(k).to_pylist() for k in keys], strict=True))
+    lookup = {key: i for i, key in enumerate(key_rows)}
+    if len(lookup) != len(key_rows):
+        raise LakeError(f"updates name the same key {list(keys)} more than once")
+    new_values = {c: rows.column(c).to_pylist() for c in columns}
+    actions = table.get_add_actions(flatten=True)
+    paths = actions.column("path").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    typed = _partition_values(table.get_add_actions(flatten=False), partition_by)
+    wanted_parts = (
+        set(zip(*[rows.column(c).to_pylist() for c in partition_by], strict=True))
+        if partition_by and all(c in rows.column_names for c in partition_by) else None
+    )
+    first = keys[0]
+    bounds = (actions.column(f"min.{first}").to_pylist(), actions.column(f"max.{first}").to_pylist()
+              ) if f"min.{first}" in actions.column_names else None
+    first_values = sorted({key[0] for key in key_rows})
+    found = [0] * len(key_rows)
+    removed: list[RemovedFile] = []
+    writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
+                                   file_prefix=f"part-updated-{uuid.uuid4().hex[:12]}")
+    try:
+        for index, (log_path, values) in enumerate(zip(paths, typed, strict=True)):
+            if wanted_parts is not None and values not in wanted_parts:
+                continue
+            if bounds is not None and not _any_within(first_values, bounds[0][index],
+                                                      bounds[1][index]):
+                continue
+            parts = dict(zip(partition_by, values, strict=True))
+            batches = list(read_data_file(_absolute(uri, log_path), arrow_schema, parts))
+            changed = False
+            out: list[pa.RecordBatch] = []
+            for batch in batches:
+                batch_keys = zip(*[batch.column(k).to_pylist() for k in keys], strict=True)
+                hits = [lookup.get(key) for key in batch_keys]
+                if not any(hit is not None for hit in hits):
+                    out.append(batch)
+                    continue
+                changed = True
+                arrays = []
+                for field in arrow_schema:
+                    column = batch.column(field.name)
+                    if field.name in new_values:
+                        values_now = column.to_pylist()
+                        for row, hit in enumerate(hits):
+                            if hit is not None:
+                                values_now[row] = new_values[field.name][hit]
+                        column = pa.array(values_now, field.type)
+                    arrays.append(column)
+                for hit in hits:
+                    if hit is not None:
+                        found[hit] += 1
+                out.append(pa.RecordBatch.from_arrays(arrays, schema=arrow_schema))
+            if changed:
+                for batch in out:
+                    writer.write(batch)
+                removed.append(RemovedFile(
+                    unquote(log_path), sizes[index],
+                    {c: partition_string(v) for c, v in parts.items()}))
+        bad = [key_rows[i] for i, n in enumerate(found) if n != 1]
+        if bad:
+            raise LakeError(f"{len(bad)} update(s) found {found[key_rows.index(bad[0])]} rows "
+                            f"instead of one (e.g. {dict(zip(keys, bad[0], strict=True))}); "
+                            "nothing was committed")
+        return removed, writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+
+
+def _any_within(sorted_values: Sequence[Any], low: Any, high: Any) -> bool:
+    """True when a value of ``sorted_values`` lies in ``[low, high]`` (``None``: unknown)."""
+    if low is None or high is None:
+        return True
+    from bisect import bisect_left
+
+    at = bisect_left(sorted_values, low)
+    return at < len(sorted_values) and sorted_values[at] <= high
 
 
 #: Sessions the data source is registered with, and the Python worker environment

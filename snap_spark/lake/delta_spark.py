@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import (
     check_batch,
     check_keys,
@@ -36,6 +36,7 @@ from snap_spark.lake.common import (
     marker_write_id,
     merge_condition,
     merge_txn,
+    quote_identifier,
     table_uri,
     write_marker,
 )
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 #: Delta's session settings that make MERGE/UPDATE/DELETE idempotent (Delta >= 2.3).
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+#: Delta's session setting for a commit's ``userMetadata`` (DML has no writer option).
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 #: Parquet timestamp encoding Spark (and so Delta) writes; INT96 unless set.
 TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
@@ -271,15 +274,21 @@ class DeltaSparkLake:
         app_id: str,
         version: int,
         commit_info: Mapping[str, Any] | None = None,
+        updates: RowUpdates | None = None,
     ) -> bool:
         """Append the rows of staged Parquet files through Delta's writer (delta-spark has
-        no public API to adopt files in place); see :meth:`Lake.add_files`.
+        no public API to adopt files in place); see :meth:`Lake.add_files`. With
+        ``updates`` the commit is one ``MERGE``: the staged rows are inserted, the named
+        rows updated (the search limited to the updates' partitions).
 
         Examples:
             >>> lake.add_files(spark, "/lake/raw", root, files, schema=schema,
             ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
             True
         """
+        if updates is not None and len(updates) and self.exists(path):
+            return _merge_files(spark, path, staged_frame(spark, root, files, schema), updates,
+                                app_id=app_id, version=version, commit_info=commit_info)
         # Delta checks the app transaction before it computes the frame: a re-run reads
         # none of the staged files
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
@@ -304,6 +313,77 @@ class DeltaSparkLake:
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
                            version=version, partition_by=partition_by,
                            commit_info=commit_info, _mode="overwrite")
+
+
+def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: RowUpdates, *,
+                 app_id: str, version: int, commit_info: Mapping[str, Any] | None) -> bool:
+    """One MERGE inserting ``staged`` and setting ``updates``' columns on the rows they name."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    txn = (app_id, version)
+    check_txn(app_id, version)
+    if _txn_done(path, txn):
+        return False
+    target = DeltaTable.forPath(spark, path)
+    table_schema = target.toDF().schema
+    keys = list(updates.keys)
+    columns = updates.columns
+    partitions = [c for c in _partition_columns(spark, path) if c in updates.rows.column_names]
+    flag = "__snap_update"
+    changes = spark.createDataFrame(updates.rows)
+    source = (
+        conform(staged, table_schema, path).withColumn(flag, F.lit(False))
+        .unionByName(
+            changes.select(
+                *[F.col(f.name).cast(f.dataType) if f.name in changes.columns
+                  else F.lit(None).cast(f.dataType).alias(f.name) for f in table_schema],
+                F.lit(True).alias(flag)))
+    )
+    # The rows to update, found before anything is written: each update must find one row.
+    found = (target.toDF().join(changes.select(*keys), keys, "left_semi").count())
+    if found != len(updates):
+        raise LakeError(f"{len(updates)} update(s) found {found} rows of {path}; nothing was "
+                        "committed")
+    condition = " AND ".join(
+        [f"t.{quote_identifier(k)} = s.{quote_identifier(k)}" for k in keys]
+        + [f"s.{flag}"]
+        + [f"t.{quote_identifier(c)} IN ({', '.join(_sql_literal(v) for v in sorted(set(values)))})"
+           for c in partitions
+           for values in [updates.rows.column(c).to_pylist()]]
+    )
+    write_id = uuid.uuid4().hex
+    start_version = _latest_version(spark, path)
+    builder = (
+        target.alias("t").merge(source.alias("s"), condition)
+        .whenMatchedUpdate(set={c: f"s.{quote_identifier(c)}" for c in columns
+                                if c not in partitions})
+        .whenNotMatchedInsert(condition=f"NOT s.{flag}",
+                              values={f.name: f"s.{quote_identifier(f.name)}"
+                                      for f in table_schema})
+    )
+    previous = spark.conf.get(USER_METADATA_CONF, None)
+    spark.conf.set(USER_METADATA_CONF, write_marker(write_id, app_id, version, commit_info))
+    try:
+        with _dml_transaction(spark, txn):
+            builder.execute()
+    finally:
+        if previous is None:
+            spark.conf.unset(USER_METADATA_CONF)
+        else:
+            spark.conf.set(USER_METADATA_CONF, previous)
+    return _write_committed(spark, path, write_id, start_version)
+
+
+def _sql_literal(value: Any) -> str:
+    """A SQL literal for a partition value (dates, strings, numbers)."""
+    import datetime as dt
+
+    if isinstance(value, dt.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return repr(value)
 
 
 def staged_frame(

@@ -199,6 +199,10 @@ def message_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
         pa.array(codes, pa.int32()),
         pa.array([None if c is None else ERROR_NAMES.get(c) for c in codes], pa.string()),
         pa.array([detail or None for _, detail in finals], pa.string()),
+        pa.array(cols["auth_code"], pa.int32()),
+        pa.array([d if c is not None else None
+                  for c, d in zip(cols["auth_code"], cols["auth_detail"], strict=True)],
+                 pa.string()),
     ], schema=table_arrow_schema("messages"))
 
 

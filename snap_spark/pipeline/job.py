@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from snap_spark import __version__, storage
+from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -45,6 +46,9 @@ class JobResult:
     files_skipped: int = 0
     #: messages rows written for lines an earlier, stopped run landed in raw_messages only
     completed_rows: int = 0
+    #: earlier rows of ``messages`` whose verdict this run changed (an earlier-received copy
+    #: of their message arrived late: docs/verdicts.md), in the same commit
+    rows_redecided: int = 0
     lines_read: int = 0
     raw_rows_written: int = 0
     message_rows_written: int = 0
@@ -95,6 +99,24 @@ class _Landed:
     staged: list[tuple[str, str, str]] = field(default_factory=list)  # (file, key, info)
     duplicates: dict[str, dict[int, str]] = field(default_factory=dict)
     replays: int = 0
+    #: earliest receipt time among the run's replay candidates, and where they were kept
+    earliest: float | None = None
+    candidate_files: list[str] = field(default_factory=list)
+
+    def apply_lake_decisions(self, redecided: list[dict[str, Any]]) -> None:
+        """Take the final verdicts of candidates whose key the lake holds
+        (:func:`snap_spark.pipeline.replay_store.decide_against_lake`) over the run's own."""
+        for row in redecided:
+            key, line_no, own = row["file_key"], row["line_no"], row["prior_code"]
+            if self.duplicates.get(key, {}).pop(line_no, None) is not None:
+                self.counts[DUPLICATE] -= 1
+                self.counts[own] += 1
+                self.replays -= 1
+            if row["code"] == DUPLICATE:
+                self.duplicates.setdefault(key, {})[line_no] = row["detail"]
+                self.counts[own] -= 1
+                self.counts[DUPLICATE] += 1
+                self.replays += 1
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]]) -> _Landed:
@@ -114,6 +136,10 @@ class _Landed:
                 landed.raw_files.append(data_file(row["info"]))
             elif kind == "staged":
                 landed.staged.append((row["source_file"], row["file_key"], row["info"]))
+            elif kind == "span":
+                at = row["received_at"]
+                landed.earliest = at if landed.earliest is None else min(landed.earliest, at)
+                landed.candidate_files.append(row["info"])
             elif kind == "duplicate":
                 landed.duplicates.setdefault(row["file_key"], {})[row["line_no"]] = row["info"]
                 landed.counts[row["prior_code"]] -= 1
@@ -272,7 +298,7 @@ def run(
     uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
-        landed = _fold(landed_df, settings.replay_window)
+        landed = _fold(landed_df, settings.replay_window, storage.join(staging, "candidates"))
         uncommitted.append((raw_root, landed.raw_files))
         result.lines_read = sum(landed.lines.values())
         log(f"stage 2/4 read, checked and wrote {result.lines_read} lines from {len(todo)} "
@@ -296,18 +322,22 @@ def run(
             f"[{time.monotonic() - started:.1f}s]")
 
         if msg_keys:
+            updates = _decide_against_lake(spark, lake, msg_path, landed, settings)
             msg_files = _write_messages(spark, landed, msg_root, ingest_id)
             uncommitted.append((msg_root, msg_files))
             if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
                               partition_by=list(MESSAGES_PARTITION),
                               app_id=batch_app_id(msg_keys), version=1,
-                              commit_info=info):
+                              commit_info=info, updates=updates):
                 result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
+                result.rows_redecided = len(updates) if updates is not None else 0
             else:
                 delete_data_files(msg_root, msg_files)
             uncommitted.clear()
-        log(f"stage 4/4 messages: +{result.message_rows_written} rows "
-            f"[{time.monotonic() - started:.1f}s]")
+            result.counts = {code: n for code, n in landed.counts.items() if n}
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows"
+            + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
+               else "") + f" [{time.monotonic() - started:.1f}s]")
         # Last: the ledger says these pieces are landed in both tables.
         _commit_ledger(spark, lake, ledger_path, staging, ingest_id, spec.ingest_time_us,
                        [plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
@@ -384,17 +414,30 @@ def reverify(
     msg_files: list[Any] = []
     with run_marker(lake_dir, ingest_id):
         try:
-            landed = _fold(landed_df, settings.replay_window)
+            # Every landed line at once decides replays among them all; some files' lines
+            # are decided against the lake's other rows too.
+            landed = _fold(landed_df, settings.replay_window,
+                           None if keys is None else storage.join(staging, "candidates"))
+            updates = (None if keys is None
+                       else _decide_against_lake(spark, lake, msg_path, landed, settings))
             result.lines_read = sum(landed.lines.values())
             result.counts = {code: n for code, n in landed.counts.items() if n}
             log(f"verified {result.lines_read} landed lines of {len(wanted)} files again "
                 f"({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
             msg_files = _write_messages(spark, landed, msg_root, ingest_id)
-            commit = lake.replace_files if keys is None else lake.add_files
-            if commit(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                      partition_by=list(MESSAGES_PARTITION),
-                      app_id=batch_app_id([ingest_id]), version=1, commit_info=info):
+            if keys is None:
+                committed = lake.replace_files(
+                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                    partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([ingest_id]),
+                    version=1, commit_info=info)
+            else:
+                committed = lake.add_files(
+                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                    partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([ingest_id]),
+                    version=1, commit_info=info, updates=updates)
+            if committed:
                 result.message_rows_written = result.lines_read
+                result.rows_redecided = len(updates) if updates is not None else 0
             msg_files = []
         finally:
             delete_data_files(msg_root, msg_files)  # nothing, once committed
@@ -414,17 +457,45 @@ def _decided(settings: VerifySettings | None, spark: Any) -> VerifySettings:
         verify_threads=chosen.verify_threads or auto_verify_threads(spark))
 
 
-def _fold(landed_df: Any, window: float) -> _Landed:
-    """Run the landing job: shuffle the narrow rows by (from, id) and fold replays."""
+def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> _Landed:
+    """Run the landing job: shuffle the narrow rows by (from, id) and fold replays; with
+    ``candidates_dir`` keep the candidates there for :func:`_decide_against_lake`."""
     from snap_spark.pipeline.land import fold_landed, landed_struct
 
     folded = (
         landed_df.repartition("sender", "msg_id")
         .sortWithinPartitions("received_at", "source_file", "line_no")
-        .mapInArrow(functools.partial(fold_landed, window), landed_struct())
+        .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
+                    landed_struct())
         .filter("kind <> 'candidate'")
     )
     return _Landed.from_rows(folded.toArrow().to_pylist())
+
+
+def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
+                         settings: VerifySettings) -> Any:
+    """Decide the run's candidates against the copies ``messages`` already holds (the lake
+    is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
+    ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
+    verdict changes (``None`` when none do)."""
+    from snap_spark.lake import RowUpdates
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+    from snap_spark.pipeline.replay_store import UPDATE_KEYS, decide_against_lake
+
+    if landed.earliest is None or not landed.candidate_files:
+        return None
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    candidates = spark.read.schema(from_arrow_schema(CANDIDATE_SCHEMA)).parquet(
+        *landed.candidate_files)
+    decided = decide_against_lake(spark, lake, msg_path, candidates,
+                                  since=landed.earliest - settings.replay_window,
+                                  window=settings.replay_window)
+    if decided.keys:
+        log(f"replay store: {decided.keys} message id(s) also in the lake; "
+            f"{decided.changes.num_rows} earlier row(s) change verdict")
+    landed.apply_lake_decisions(decided.redecided)
+    return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
 
 
 def _write_messages(spark: Any, landed: _Landed, msg_root: str, ingest_id: str) -> list[Any]:
@@ -484,6 +555,8 @@ def format_summary(result: JobResult) -> str:
         *balance[1:],
         *([f"completed from raw_messages: messages +{result.completed_rows}"]
           if result.completed_rows else []),
+        *([f"earlier messages rows re-decided (late, earlier-received copies): "
+           f"{result.rows_redecided}"] if result.rows_redecided else []),
     ])
 
 

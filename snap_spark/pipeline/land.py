@@ -56,13 +56,14 @@ from snap_spark.pipeline.checked import (
 )
 from snap_spark.pipeline.read import iter_line_lists
 from snap_spark.pipeline.runs import file_prefix, owner_alive
-from snap_spark.protocol.replay import replayed_rows
+from snap_spark.protocol.replay import line_name, replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings
 
 #: Rows Spark receives from the landing tasks (and from :func:`fold_landed`).
 LANDED_FIELDS: list[pa.Field] = [
-    # candidate | count | bare | raw_file | staged | duplicate | message_file
+    # candidate | count | bare | raw_file | staged | duplicate | message_file | span |
+    # redecided | change
     pa.field("kind", pa.string(), False),
     pa.field("source_file", pa.string()),
     pa.field("line_no", pa.int64()),
@@ -245,11 +246,18 @@ def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
 # -- replay fold (executor, after a shuffle by (sender, msg_id)) ------------------------------
 
 
-def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
+                candidates_dir: str | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function over landed rows hash-partitioned by ``(sender, msg_id)`` and
     sorted by ``received_at, source_file, line_no``: every row that is not a candidate
-    passes through; candidates are folded by the protocol's :func:`resolve` and only those
-    it turns into 2006 leave, as ``duplicate`` rows (``prior_code`` = their stateless code).
+    passes through; candidates are folded by the protocol's :func:`replayed_rows` and only
+    those it turns into 2006 leave, as ``duplicate`` rows (``prior_code`` = their stateless
+    code, ``info`` the detail naming the accepted line).
+
+    With ``candidates_dir``, the task also writes its candidates there as one Parquet file
+    (:data:`CANDIDATE_SCHEMA`, for the lake lookup of
+    :mod:`snap_spark.pipeline.replay_store`) and yields one ``span`` row with the earliest
+    receipt time among them.
     """
     candidates: list[pa.RecordBatch] = []
     for batch in batches:
@@ -262,19 +270,49 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
             candidates.append(chosen)
     if not candidates:
         return
-    table = _repeated_keys(pa.Table.from_batches(candidates))
+    every = pa.Table.from_batches(candidates)
+    if candidates_dir is not None:
+        yield _rows_batch([_row("span", received_at=pc.min(every.column("received_at")).as_py(),
+                                lines=every.num_rows,
+                                info=_write_candidates(candidates_dir, every))])
+    table = _repeated_keys(every)
     if table.num_rows == 0:
         return
     cols = table.to_pydict()
+    names = [line_name(f, n) for f, n in zip(cols["source_file"], cols["line_no"], strict=True)]
     rows = [
         _row("duplicate", source_file=cols["source_file"][i], line_no=cols["line_no"][i],
              file_key=cols["file_key"][i],
              code=DUPLICATE, prior_code=cols["code"][i], info=detail)
         for i, detail in replayed_rows(cols["sender"], cols["msg_id"], cols["received_at"],
-                                       cols["code"], window)
+                                       cols["code"], window, names)
     ]
     if rows:
         yield _rows_batch(rows)
+
+
+#: The replay candidates a landing run keeps for its lake lookup (one Parquet file per task).
+CANDIDATE_SCHEMA = pa.schema([
+    pa.field("sender", pa.string()),
+    pa.field("msg_id", pa.string()),
+    pa.field("received_at", pa.float64()),
+    pa.field("code", pa.int32()),  # checks 7-8
+    pa.field("source_file", pa.string()),
+    pa.field("file_key", pa.string()),
+    pa.field("line_no", pa.int64()),
+])
+
+
+def _write_candidates(folder: str, table: pa.Table) -> str:
+    """Write candidate rows as one Parquet file under ``folder``; return its location."""
+    import pyarrow.parquet as pq
+
+    location = storage.join(folder, f"candidates-{uuid.uuid4().hex}.parquet")
+    filesystem, path = storage.resolve(location)
+    storage.make_dirs(folder)
+    pq.write_table(table.select(CANDIDATE_SCHEMA.names).cast(CANDIDATE_SCHEMA), path,
+                   filesystem=filesystem)
+    return location
 
 
 def _repeated_keys(table: pa.Table) -> pa.Table:

@@ -8,12 +8,12 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.records import parse_line
-from snap_spark.protocol.replay import resolve
+from snap_spark.protocol.replay import line_name, resolve
 from snap_spark.protocol.validate import Checked, ReceiptClock, check_record
 from snap_spark.protocol.verdict import DEFAULT_MAX_DRIFT, DEFAULT_REPLAY_WINDOW, verdict_name
 
@@ -51,8 +51,12 @@ def check_lines(
     max_drift: float = DEFAULT_MAX_DRIFT,
     replay_window: float = DEFAULT_REPLAY_WINDOW,
     read_errors: dict[int, str] | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[LineVerdict]:
     """Verdicts for a sequence of raw lines (numbered from 1), replay applied in receipt order.
+
+    ``names`` name the lines in 2006 details (e.g. ``line 3 of a.jsonl``, see
+    :func:`snap_spark.protocol.replay.line_name`); by default ``line N``.
 
     Raises:
         MissingReceiptTime: a bare line needs a receipt clock and ``clock`` refuses.
@@ -63,7 +67,9 @@ def check_lines(
     if read_errors:
         for line_no, message in read_errors.items():
             checked[line_no - 1] = Checked.unreadable(message)
-    finals = resolve(checked, replay_window)
+    if names is None:
+        names = [line_name(None, n) for n in range(1, len(checked) + 1)]
+    finals = resolve(checked, replay_window, names)
     return [
         LineVerdict(n, verdict_name(code), code, detail)
         for n, (code, detail) in enumerate(finals, start=1)

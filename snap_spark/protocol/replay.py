@@ -203,18 +203,33 @@ def _fold_key(candidate: ReplayCandidate) -> tuple[float, Order]:
     return candidate.received_at, candidate.order
 
 
-def duplicate_detail(seen: float, received_at: float, window: float) -> str:
+def line_name(source_file: str | None, line_no: int) -> str:
+    """How a 2006 detail names the accepted line: ``line N of FILE`` (``line N`` alone when
+    the source has no name).
+
+    Examples:
+        >>> line_name("data/a.jsonl", 12)
+        'line 12 of data/a.jsonl'
+    """
+    return f"line {line_no}" if not source_file else f"line {line_no} of {source_file}"
+
+
+def duplicate_detail(seen: float, received_at: float, window: float,
+                     accepted: str | None = None) -> str:
     """The 2006 detail of a candidate received at ``received_at`` that repeats the copy
-    accepted at ``seen``.
+    accepted at ``seen``; ``accepted`` names that copy's line (:func:`line_name`).
 
     Examples:
         >>> duplicate_detail(10.0, 130.0, 120)
         'same (from, id) accepted 120s earlier (receipt time 10, window 120s)'
+        >>> duplicate_detail(10.0, 40.0, 120, "line 3 of a.jsonl")
+        'same (from, id) accepted 30s earlier (receipt time 10, window 120s) as line 3 of a.jsonl'
     """
-    return (
+    text = (
         f"same (from, id) accepted {fmt_seconds(received_at - seen)}s earlier "
         f"(receipt time {fmt_seconds(seen)}, window {fmt_seconds(window)}s)"
     )
+    return text if accepted is None else f"{text} as {accepted}"
 
 
 def replay_step(state: ReplayKeyState, candidate: ReplayCandidate,
@@ -356,29 +371,30 @@ def expire(state: ReplayKeyState, watermark: float, window: float = DEFAULT_WIND
 
 
 def _fold_runs(runs: Iterable[ReplayCandidate | list[ReplayCandidate]], window: float
-               ) -> list[tuple[int, float]]:
-    """``(row, duplicate_of)`` of the candidates that are 2006, by the step rule, sorted.
+               ) -> list[tuple[int, float, int]]:
+    """``(row, duplicate_of, accepted row)`` of the candidates that are 2006, by the step
+    rule, sorted; ``accepted row`` is the row of the copy accepted at ``duplicate_of``.
 
     A run is one key's candidates in input order (a lone one not wrapped in a list: most
     keys have one), each ``ref`` its row number. A run is folded in receipt order (ties in
     input order), so every step is in order and the state is expired as it grows: memory is
     bounded by the busiest key's traffic within one window.
     """
-    out: list[tuple[int, float]] = []
+    out: list[tuple[int, float, int]] = []
     step = replay_step
     for run in runs:
         if not isinstance(run, list):
-            # The step is still what decides, so a lone candidate follows the same rule.
-            decision, _ = step(EMPTY_STATE, run, window)
-            if decision.duplicate_of is not None:
-                out.append((cast(int, run.ref), decision.duplicate_of))
-            continue
+            continue  # a lone candidate is never a duplicate (nothing was accepted before it)
         run.sort(key=_received_at)  # stable: ties keep input order
         state = EMPTY_STATE
+        accepted_row = -1
         for candidate in run:
             decision, state = step(state, candidate, window)
             if decision.duplicate_of is not None:
-                out.append((cast(int, candidate.ref), decision.duplicate_of))
+                out.append((cast(int, candidate.ref), decision.duplicate_of, accepted_row))
+            elif candidate.auth_code is None:
+                # In order, the accepted copy a later duplicate names is the latest one.
+                accepted_row = cast(int, candidate.ref)
             if len(state.candidates) >= 64:
                 # In order: nothing received before this candidate is still to come.
                 state = expire(state, candidate.received_at, window)
@@ -401,12 +417,14 @@ _received_at = itemgetter(0)  # of a ReplayCandidate
 
 
 def resolve(
-    items: Sequence[Checked], window: float = DEFAULT_WINDOW
+    items: Sequence[Checked], window: float = DEFAULT_WINDOW,
+    names: Sequence[str] | None = None,
 ) -> list[tuple[int | None, str]]:
     """Final ``(error_code, detail)`` for each item, in the order given.
 
     Items are processed in receipt order; equal receipt times keep the given order, so pass
-    items in input order (file, line).
+    items in input order (file, line). ``names`` name each item's line
+    (:func:`line_name`), for the 2006 details to say which line was accepted.
 
     Examples:
         >>> items = [Checked(sender="a", msg_id="m", received_at=at) for at in (10.0, 20.0)]
@@ -422,9 +440,10 @@ def resolve(
             assert item.received_at is not None  # check 5 needed it
             _add_to_run(runs, (item.sender, item.msg_id), _tuple_new(
                 ReplayCandidate, (item.received_at, item.auth_code, row, ())))
-    for row, seen in _fold_runs(runs.values(), window):
-        results[row] = (_DUPLICATE, duplicate_detail(seen, items[row].received_at or 0.0,
-                                                     window))
+    for row, seen, accepted in _fold_runs(runs.values(), window):
+        results[row] = (_DUPLICATE, duplicate_detail(
+            seen, items[row].received_at or 0.0, window,
+            None if names is None else names[accepted]))
     return results
 
 
@@ -434,10 +453,12 @@ def replayed_rows(
     received: Sequence[float],
     auth_codes: Sequence[int | None],
     window: float = DEFAULT_WINDOW,
+    names: Sequence[str] | None = None,
 ) -> list[tuple[int, str]]:
     """``(row index, detail)`` of the rows :func:`resolve` turns into 2006, for columns of
     messages that passed checks 1-5 (``auth_codes``: their check-7/8 code), given in input
-    order. The columnar form the Spark folds use.
+    order, ``names`` naming their lines (see :func:`resolve`). The columnar form the Spark
+    folds use.
 
     Examples:
         >>> replayed_rows(["a", "a", "a"], ["m", "m", "m"], [10.0, 20.0, 200.0],
@@ -449,6 +470,7 @@ def replayed_rows(
             zip(senders, msg_ids, received, auth_codes, strict=True)):
         _add_to_run(runs, (sender, msg_id), _tuple_new(ReplayCandidate, (float(at), code, row, ())))
     return [
-        (row, duplicate_detail(seen, float(received[row]), window))
-        for row, seen in _fold_runs(runs.values(), window)
+        (row, duplicate_detail(seen, float(received[row]), window,
+                               None if names is None else names[accepted]))
+        for row, seen, accepted in _fold_runs(runs.values(), window)
     ]

@@ -67,6 +67,11 @@ MESSAGES = StructType([
     _f("error_code", IntegerType()),  # SNAP code, null when valid
     _f("error_name", StringType()),
     _f("error_detail", StringType()),
+    # Checks 7-8 (signature) of a message that passed checks 1-5, kept for every replay
+    # candidate, 2006 included: what the row becomes if a later re-decision finds it is not
+    # a duplicate after all (docs/verdicts.md). Null when they pass or did not run.
+    _f("signature_code", IntegerType()),
+    _f("signature_detail", StringType()),
 ])
 
 MESSAGES_PARTITION = ("event_date",)

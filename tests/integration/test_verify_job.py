@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 
 from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from snap_spark.settings import VerifySettings
@@ -77,8 +78,10 @@ def test_conservation(sample: dict[str, Any], landed: dict[str, Any]) -> None:
 def test_verdicts_equal_the_checker_and_the_labels(
     sample: dict[str, Any], landed: dict[str, Any]
 ) -> None:
-    reference = check_lines(sample["lines"], ReceiptClock.refuse())
     messages = sorted(table(landed["lake"], "messages"), key=lambda r: _global_line(sample, r))
+    # 2006 details name the accepted line by its file and line number in that file
+    names = [line_name(m["source_file"], m["line_no"]) for m in messages]
+    reference = check_lines(sample["lines"], ReceiptClock.refuse(), names=names)
     assert [_global_line(sample, m) for m in messages] == list(range(1, len(reference) + 1))
     for row, ref, label in zip(messages, reference, sample["labels"], strict=True):
         assert (row["error_code"], row["error_detail"] or "") == (

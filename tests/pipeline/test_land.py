@@ -33,7 +33,7 @@ from snap_spark.pipeline.land import (
 )
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import ERROR_NAMES
-from snap_spark.protocol.replay import resolve
+from snap_spark.protocol.replay import line_name, resolve
 from snap_spark.protocol.validate import Checked, ReceiptClock
 from snap_spark.settings import VerifySettings
 from tests.unit.helpers import ADDR_A, T0, envelope, signed
@@ -173,7 +173,8 @@ def test_fold_passes_reports_through_and_emits_only_replays() -> None:
     info = {"kind": "count", "file_key": "k", "code": None, "lines": 5}
     out = pa.Table.from_batches(list(fold_landed(120.0, _landed([info, *rows])))).to_pylist()
     expected = resolve([Checked(sender=r["sender"], msg_id="m", received_at=r["received_at"],
-                                auth_code=r["code"]) for r in rows], 120.0)
+                                auth_code=r["code"]) for r in rows], 120.0,
+                       [line_name("f", r["line_no"]) for r in rows])
     dups = [(i + 1, d) for i, (code, d) in enumerate(expected) if code == 2006]
     assert dups and [(r["line_no"], r["info"]) for r in out if r["kind"] == "duplicate"] == dups
     assert next(r for r in out if r["kind"] == "duplicate")["prior_code"] == 2001

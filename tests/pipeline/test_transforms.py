@@ -10,6 +10,7 @@ import pytest
 from snap_spark.pipeline.read import read_lines
 from snap_spark.pipeline.transforms import check, read_messages, resolve_replay
 from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from snap_spark.schemas.tables import MESSAGES
@@ -30,12 +31,14 @@ def test_fused_and_stepwise_equal_the_checker(spark: Any, tmp_path: Path) -> Non
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     settings = VerifySettings(bare_clock="message")
-    reference = [(v.line_no, v.error_code, v.error_detail, v.verdict)
-                 for v in check_lines(lines, ReceiptClock.parse("message"))]
-    assert any(code == 2006 for _, code, _, _ in reference)
-
     fused = read_messages(spark, [str(path)], settings)
     assert fused.schema == MESSAGES
+    source = fused.select("source_file").first()[0]  # type: ignore[index]
+    names = [line_name(source, n) for n in range(1, len(lines) + 1)]
+    reference = [(v.line_no, v.error_code, v.error_detail, v.verdict)
+                 for v in check_lines(lines, ReceiptClock.parse("message"), names=names)]
+    assert any(code == 2006 for _, code, _, _ in reference)
+
     assert _final(fused) == reference
     stepwise = (read_lines(spark, [str(path)], split_bytes=200_000)
                 .transform(check(settings)).transform(resolve_replay(settings)))

@@ -1,0 +1,251 @@
+"""The lake as the durable replay store: decide a run's 2006 verdicts against ``messages``.
+
+A landing run (or a stream's micro-batch) first decides replays among its own lines
+(:func:`snap_spark.pipeline.land.fold_landed`). Copies of the same message may already be in
+the lake, landed by earlier runs, and may even have been received *after* this run's lines
+(archives arrive out of order). :func:`decide_against_lake` settles both:
+
+1. a bounded lookup: the replay candidates already in ``messages`` (rows that passed checks
+   1-5: valid, 2001, 2002 or 2006) with receipt time at or after the run's earliest
+   candidate minus the window (partition-pruned by ``event_date``, the receipt date), and
+   whose ``(sender, msg_id)`` is one of the run's;
+2. for each such key, the lake's rows and the run's candidates are folded together in
+   receipt order by the protocol's step (:func:`snap_spark.protocol.replay.replay_step`),
+   starting from the lake's stored verdicts before the run's first copy (those cannot
+   change: a fold's verdicts before an inserted row stay as they were);
+3. the result: the final verdict of each of the run's candidates of those keys
+   (``redecided`` rows, replacing what the run decided alone) and every lake row whose
+   verdict or 2006 detail changed (``change`` rows), which the caller commits in the same
+   Delta commit as the run's new rows (:class:`snap_spark.lake.RowUpdates`).
+
+So the verdicts in the lake equal one batch run over all lines in receipt order, however
+the lines were cut into runs and in whatever order the runs came (ties in receipt time are
+taken in ``(source_file, line_no)`` order). ``docs/verdicts.md`` says which verdicts can
+change after they were written.
+
+Examples:
+    >>> decided = decide_against_lake(spark, lake, "data/lake/messages", candidates_df,
+    ...                               since=1770163080.0, window=120.0)  # doctest: +SKIP
+    >>> decided.changes.num_rows  # lake rows whose verdict this run changes  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from snap_spark.protocol.errors import ERROR_NAMES
+from snap_spark.protocol.replay import (
+    EMPTY_STATE,
+    ReplayCandidate,
+    ReplayKeyState,
+    duplicate_detail,
+    expire,
+    line_name,
+    replay_step,
+)
+from snap_spark.protocol.verdict import DUPLICATE, verdict_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from snap_spark.lake import Lake
+
+#: Codes a replay candidate can end with: it passed checks 1-5.
+CANDIDATE_CODES = (2001, 2002, DUPLICATE)
+
+#: Rows the joint fold reads (lake rows and the run's candidates, ``origin`` telling which).
+_FOLD_COLUMNS = ["origin", "sender", "msg_id", "received_at", "code", "source_file",
+                 "file_key", "line_no", "stored_code", "stored_detail", "signature_detail"]
+
+#: What the joint fold returns: ``redecided`` (a candidate of this run) or ``change`` (a
+#: lake row whose verdict changes).
+DECIDED_SCHEMA = pa.schema([
+    pa.field("kind", pa.string(), False),
+    pa.field("source_file", pa.string()),
+    pa.field("file_key", pa.string()),
+    pa.field("line_no", pa.int64()),
+    pa.field("received_at", pa.float64()),
+    pa.field("code", pa.int32()),  # the final code
+    pa.field("prior_code", pa.int32()),  # redecided: the candidate's check 7-8 code
+    pa.field("detail", pa.string()),  # 2006 detail, or the row's own check 7-8 detail
+])
+
+
+@dataclass(frozen=True)
+class LakeDecisions:
+    """What :func:`decide_against_lake` found."""
+
+    #: ``redecided`` rows: the final verdict of each run candidate whose key the lake holds.
+    redecided: list[dict[str, Any]]
+    #: ``messages`` column updates of lake rows whose verdict changes, keyed by
+    #: ``(file_key, line_no)`` with their ``event_date`` (see :func:`update_rows`).
+    changes: pa.Table
+    #: keys ``(sender, msg_id)`` found in the lake
+    keys: int = 0
+
+
+def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
+                        candidates: DataFrame, *, since: float, window: float
+                        ) -> LakeDecisions:
+    """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
+    against the replay candidates ``messages`` holds from receipt time ``since`` on (the
+    run's earliest candidate minus ``window``). Returns nothing to change when the table
+    does not exist or shares no ``(sender, msg_id)`` with the run.
+    """
+    from pyspark.sql import functions as F
+
+    empty = LakeDecisions([], update_rows([]))
+    if not lake.exists(msg_path):
+        return empty
+    stored = (
+        lake.read(spark, msg_path)
+        .filter(F.col("event_date") >= F.lit(_utc_date(since)))
+        .filter(F.col("received_at") >= F.lit(since))
+        .filter(F.col("error_code").isNull() | F.col("error_code").isin(*CANDIDATE_CODES))
+        .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
+        .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
+                F.col("signature_code").alias("code"), "source_file", "file_key", "line_no",
+                F.col("error_code").alias("stored_code"),
+                F.col("error_detail").alias("stored_detail"), "signature_detail")
+    )
+    run_keys = candidates.select("sender", "msg_id").distinct()
+    hits = stored.join(run_keys, ["sender", "msg_id"], "left_semi")
+    mine = (
+        candidates.join(hits.select("sender", "msg_id").distinct(), ["sender", "msg_id"],
+                        "left_semi")
+        .select(F.lit("run").alias("origin"), "sender", "msg_id", "received_at", "code",
+                "source_file", "file_key", "line_no",
+                F.lit(None).cast("int").alias("stored_code"),
+                F.lit(None).cast("string").alias("stored_detail"),
+                F.lit(None).cast("string").alias("signature_detail"))
+    )
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    decided = (
+        hits.unionByName(mine)
+        .repartition("sender", "msg_id")
+        .sortWithinPartitions("sender", "msg_id", "received_at", "source_file", "line_no")
+        .mapInArrow(functools.partial(fold_with_lake, window), from_arrow_schema(DECIDED_SCHEMA))
+        .toArrow()
+    )
+    rows = decided.to_pylist()
+    if not rows:
+        return empty
+    return LakeDecisions(
+        redecided=[r for r in rows if r["kind"] == "redecided"],
+        changes=update_rows([r for r in rows if r["kind"] == "change"]),
+        keys=sum(1 for r in rows if r["kind"] == "key"),
+    )
+
+
+def fold_with_lake(window: float, batches: Iterable[pa.RecordBatch]
+                   ) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function of the joint fold: rows of :data:`_FOLD_COLUMNS` partitioned
+    by ``(sender, msg_id)`` and sorted by key, ``received_at, source_file, line_no``."""
+    rows: list[dict[str, Any]] = []
+    for batch in batches:
+        rows.extend(batch.to_pylist())
+    out: list[dict[str, Any]] = []
+    start = 0
+    while start < len(rows):
+        end = start
+        key = (rows[start]["sender"], rows[start]["msg_id"])
+        while end < len(rows) and (rows[end]["sender"], rows[end]["msg_id"]) == key:
+            end += 1
+        out.extend(fold_key(rows[start:end], window))
+        start = end
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=DECIDED_SCHEMA)
+
+
+def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
+    """Decide one key's rows (lake and run, in fold order); see the module docstring.
+
+    Examples:
+        >>> lake = {"origin": "lake", "received_at": 100.0, "code": None, "source_file": "b",
+        ...         "file_key": "kb", "line_no": 1, "stored_code": None, "stored_detail": None,
+        ...         "signature_detail": None}
+        >>> run = {**lake, "origin": "run", "received_at": 50.0, "source_file": "a",
+        ...        "file_key": "ka"}
+        >>> [(r["kind"], r["code"]) for r in fold_key([run, lake], 120)]
+        [('key', None), ('redecided', None), ('change', 2006)]
+    """
+    first_run = next((i for i, r in enumerate(rows) if r["origin"] == "run"), None)
+    if first_run is None:
+        return []
+    out: list[dict[str, Any]] = [{"kind": "key"}]
+    # The lake's verdicts before the run's first copy stand; the last accepted one of them
+    # is where the fold starts.
+    anchor: float | None = None
+    accepted_name: str | None = None
+    for row in rows[:first_run]:
+        if row["stored_code"] is None:
+            anchor, accepted_name = row["received_at"], line_name(row["source_file"],
+                                                                  row["line_no"])
+    state: ReplayKeyState = EMPTY_STATE._replace(anchor=anchor, last_accepted=anchor)
+    for row in rows[first_run:]:
+        at = float(row["received_at"])
+        decision, state = replay_step(state, ReplayCandidate(at, row["code"]), window)
+        seen = decision.duplicate_of
+        if seen is not None:
+            code: int | None = DUPLICATE
+            detail = duplicate_detail(seen, at, window, accepted_name)
+        else:
+            code = row["code"]
+            detail = row["signature_detail"] if row["origin"] == "lake" else None
+            if code is None:
+                accepted_name = line_name(row["source_file"], row["line_no"])
+        if len(state.candidates) >= 64:
+            state = expire(state, at, window)  # in order: nothing earlier is still to come
+        common = {"source_file": row["source_file"], "file_key": row["file_key"],
+                  "line_no": row["line_no"], "received_at": at, "code": code}
+        if row["origin"] == "run":
+            out.append({"kind": "redecided", **common, "prior_code": row["code"],
+                        "detail": detail if seen is not None else None})
+        elif (code, detail) != (row["stored_code"], row["stored_detail"]):
+            out.append({"kind": "change", **common, "prior_code": row["stored_code"],
+                        "detail": detail})
+    return out
+
+
+#: Columns of the ``messages`` updates a change sets, with the keys that find the row.
+UPDATE_SCHEMA = pa.schema([
+    pa.field("file_key", pa.string(), False),
+    pa.field("line_no", pa.int64(), False),
+    pa.field("event_date", pa.date32(), False),
+    pa.field("verdict", pa.string(), False),
+    pa.field("error_code", pa.int32()),
+    pa.field("error_name", pa.string()),
+    pa.field("error_detail", pa.string()),
+])
+UPDATE_KEYS = ("file_key", "line_no")
+
+
+def update_rows(changes: Iterable[dict[str, Any]]) -> pa.Table:
+    """``change`` rows as ``messages`` column updates (:data:`UPDATE_SCHEMA`).
+
+    Examples:
+        >>> update_rows([{"file_key": "k", "line_no": 3, "received_at": 0.0, "code": 2006,
+        ...               "detail": "same (from, id) ..."}]).column("verdict").to_pylist()
+        ['rejected']
+    """
+    rows = [
+        {"file_key": c["file_key"], "line_no": c["line_no"],
+         "event_date": _utc_date(c["received_at"]), "verdict": verdict_name(c["code"]),
+         "error_code": c["code"],
+         "error_name": None if c["code"] is None else ERROR_NAMES.get(c["code"]),
+         "error_detail": c["detail"]}
+        for c in changes
+    ]
+    return pa.Table.from_pylist(rows, schema=UPDATE_SCHEMA)
+
+
+def _utc_date(seconds: float) -> dt.date:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).date()
