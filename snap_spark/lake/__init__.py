@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import table_uri
-from snap_spark.lake.delta_rs import DeltaRsLake
+from snap_spark.lake.delta_rs import DeltaRsLake, read_data_files
 from snap_spark.lake.delta_spark import DeltaSparkLake
 from snap_spark.lake.files import (
     DataFile,
@@ -59,6 +59,7 @@ __all__ = [
     "check_table_location",
     "delete_data_files",
     "get_lake",
+    "read_data_files",
     "table_rows",
     "table_uri",
     "to_arrow",

@@ -181,6 +181,19 @@ def _spark_opens(spark: SparkSession, uri: str) -> bool:
     return known[scheme]
 
 
+def read_data_files(spark: SparkSession, files: Sequence[str], schema: StructType) -> DataFrame:
+    """Plain Parquet files (no partition folders) as one DataFrame of ``schema``, read in
+    Python tasks through :mod:`snap_spark.storage`, so any location the job writes to works
+    (Spark's Hadoop layer may have no filesystem for ``s3://``).
+
+    Examples:
+        >>> read_data_files(spark, ["s3://bkt/lake/_staging/r1/c-0.parquet"], schema)
+        ... # doctest: +SKIP
+        DataFrame[sender: string, ...]
+    """
+    return _read_through_storage(spark, schema, [], files, [()] * len(files))
+
+
 def _read_through_storage(
     spark: SparkSession,
     schema: StructType,

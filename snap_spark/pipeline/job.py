@@ -478,16 +478,16 @@ def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
     verdict changes (``None`` when none do)."""
-    from snap_spark.lake import RowUpdates
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from snap_spark.lake import RowUpdates, read_data_files
     from snap_spark.pipeline.land import CANDIDATE_SCHEMA
     from snap_spark.pipeline.replay_store import UPDATE_KEYS, decide_against_lake
 
     if landed.earliest is None or not landed.candidate_files:
         return None
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    candidates = spark.read.schema(from_arrow_schema(CANDIDATE_SCHEMA)).parquet(
-        *landed.candidate_files)
+    candidates = read_data_files(spark, landed.candidate_files,
+                                 from_arrow_schema(CANDIDATE_SCHEMA))
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
                                   window=settings.replay_window)

@@ -194,6 +194,7 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         at = float(row["received_at"])
         decision, state = replay_step(state, ReplayCandidate(at, row["code"]), window)
         seen = decision.duplicate_of
+        detail: str | None
         if seen is not None:
             code: int | None = DUPLICATE
             detail = duplicate_detail(seen, at, window, accepted_name)

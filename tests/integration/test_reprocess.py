@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from snap_spark.pipeline.job import main, reverify, run
 from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from tests.integration.helpers import run_dying_before_messages_commit
@@ -41,13 +42,15 @@ def test_reprocess_redecides_under_new_settings_in_one_commit(
     lake, lines = landed["lake"], landed["lines"]
     raw_version = DeltaTable(str(lake / "raw_messages")).version()
     msg_version = DeltaTable(str(lake / "messages")).version()
+    names = [line_name(str(landed["path"]), n) for n in range(1, len(lines) + 1)]
     assert verdicts(lake) == [(v.line_no, v.error_code, v.error_detail)
-                              for v in check_lines(lines, ReceiptClock.refuse())]
+                              for v in check_lines(lines, ReceiptClock.refuse(), names=names)]
 
     code = main(["--reprocess", "--lake", str(lake), "--max-drift", "5",
                  "--replay-window", "0"])
     assert code == 0
-    expected = check_lines(lines, ReceiptClock.refuse(), max_drift=5, replay_window=0)
+    expected = check_lines(lines, ReceiptClock.refuse(), max_drift=5, replay_window=0,
+                           names=names)
     assert verdicts(lake) == [(v.line_no, v.error_code, v.error_detail) for v in expected]
     assert sum(v.error_code == 2004 for v in expected) > sum(
         v.error_code == 2004 for v in check_lines(lines, ReceiptClock.refuse()))

@@ -12,6 +12,7 @@ from deltalake import DeltaTable, QueryBuilder
 from snap_spark import storage
 from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from tests.s3server import S3Server
@@ -45,9 +46,10 @@ def test_job_reads_a_bucket_and_lands_into_a_bucket(
     assert result.lines_read == len(lines) == result.valid + result.rejected
     assert result.raw_rows_written == result.message_rows_written == len(lines)
 
-    expected = check_lines(lines, ReceiptClock.refuse())
     got = _rows(f"{lake}/messages", "select source_file, line_no, error_code, error_detail "
                 "from t order by source_file, line_no")
+    names = [line_name(r["source_file"], r["line_no"]) for r in got]
+    expected = check_lines(lines, ReceiptClock.refuse(), names=names)
     assert [r["source_file"] for r in got] == [f"{prefix}/in/a.jsonl"] * half + [
         f"{prefix}/in/day/b.jsonl.gz"] * (len(lines) - half)
     assert [(r["error_code"], r["error_detail"] or "") for r in got] == [
