@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 #: Scala line of the PySpark 4.0 wheel's JARs, so of every Scala artifact that fits it.
 SCALA_BINARY_VERSION = "2.13"
@@ -107,8 +108,9 @@ class JarSet:
     """One package set: what to resolve, where to cache it, and how to talk about it.
 
     ``versions`` returns the version the set must match (of an installed Python package,
-    usually), and ``artifacts`` are Maven coordinates without their version; a cache
-    resolved for another version is stale. ``marker`` is the start of a file name the
+    usually), and ``artifacts`` are Maven coordinates without their version, which they
+    take from ``versions`` (or with one of their own: ``group:name:version``); a cache
+    resolved for other coordinates is stale. ``marker`` is the start of a file name the
     resolved JARs must include (Ivy names them ``<group>_<artifact>-<version>.jar``).
 
     Examples:
@@ -132,11 +134,18 @@ class JarSet:
     error: type[MavenJarsError] = MavenJarsError
     #: Dependencies that may come at another version (see :class:`Substitute`).
     substitutes: tuple[Substitute, ...] = ()
+    #: Resolve from the remote repository only, not also from ``~/.m2`` and ``~/.ivy2``
+    #: as Spark does by default: a local Maven repository holding a dependency's POM but
+    #: not its JAR (left by Maven's own resolution) makes Spark's resolver fail.
+    remote_only: bool = False
 
     def coordinates(self, version: str | None = None) -> tuple[str, ...]:
         """The set's Maven coordinates at ``version`` (default: the installed one)."""
         at = version or self.versions()
-        return tuple(f"{artifact}:{at}" for artifact in self.artifacts)
+        return tuple(
+            artifact if artifact.count(":") >= 2 else f"{artifact}:{at}"
+            for artifact in self.artifacts
+        )
 
     def coordinate(self, version: str | None = None) -> str:
         """The coordinates as ``spark.jars.packages`` (and the manifest) write them."""
@@ -332,13 +341,40 @@ def _resolve_substituted(
     return done, resolved
 
 
+def remote_repository() -> str:
+    """The Maven repository Spark's resolver uses by default (Maven Central, unless
+    ``$DEFAULT_ARTIFACT_REPOSITORY`` names a mirror, as Spark itself honours).
+
+    Examples:
+        >>> remote_repository()  # doctest: +SKIP
+        'https://repo1.maven.org/maven2/'
+    """
+    return os.environ.get("DEFAULT_ARTIFACT_REPOSITORY", "https://repo1.maven.org/maven2/")
+
+
+def _remote_only_settings(ivy: Path) -> Path:
+    """An Ivy settings file whose only resolver is :func:`remote_repository`."""
+    root = remote_repository()
+    settings = ivy / "ivysettings-remote-only.xml"
+    settings.write_text(
+        "<ivysettings>\n"
+        '  <settings defaultResolver="central"/>\n'
+        "  <resolvers>\n"
+        f'    <ibiblio name="central" m2compatible="true" root={quoteattr(root)}/>\n'
+        "  </resolvers>\n"
+        "</ivysettings>\n",
+        encoding="utf-8",
+    )
+    return settings
+
+
 def _resolve_in_child(
     packages: str, excludes: str, ivy: Path, timeout: float, jar_set: JarSet
 ) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
     """Run the resolution child process; its result and the JARs it printed, if any."""
-    command = [sys.executable, "-m", "snap_spark.maven_jars", "_resolve", packages, str(ivy)]
-    if excludes:
-        command.append(excludes)
+    settings = str(_remote_only_settings(ivy)) if jar_set.remote_only else ""
+    command = [sys.executable, "-m", "snap_spark.maven_jars", "_resolve", packages, str(ivy),
+               excludes, settings]
     env = {**os.environ, "PYTHONPATH": _pythonpath()}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
@@ -402,13 +438,16 @@ def _reason(output: str) -> str:
     return lines[-1][:240] if lines else "no output"
 
 
-def _resolve_in_this_process(wanted: str, ivy: str, excludes: str = "") -> list[str]:
+def _resolve_in_this_process(
+    wanted: str, ivy: str, excludes: str = "", ivy_settings: str = ""
+) -> list[str]:
     """Start Spark with ``spark.jars.packages`` and return the local JARs it resolved.
 
     spark-submit resolves the packages before the JVM's gateway starts, copies the JARs to
     ``<ivy>/jars`` and lists them in ``spark.jars``; that list is what the cache records.
     ``excludes`` (``group:name,...``) are left out of the resolution
-    (``spark.jars.excludes``).
+    (``spark.jars.excludes``); ``ivy_settings`` replaces Spark's resolver chain
+    (``spark.jars.ivySettings``).
     """
     from pyspark.sql import SparkSession
 
@@ -421,6 +460,8 @@ def _resolve_in_this_process(wanted: str, ivy: str, excludes: str = "") -> list[
     )
     if excludes:
         builder = builder.config("spark.jars.excludes", excludes)
+    if ivy_settings:
+        builder = builder.config("spark.jars.ivySettings", ivy_settings)
     spark = builder.getOrCreate()
     try:
         listed = spark.sparkContext.getConf().get("spark.jars", "") or ""
