@@ -511,7 +511,9 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
             print(f"{jar_set.label} for {wanted}: not cached in {folder} "
                   "(make setup fetches them)")
             return 1
-        print(f"{jar_set.label} for {wanted}: {len(jars)} cached in {folder}")
+        note = "".join(f"; {artifact} at {version}"
+                       for artifact, version in substitutions(jar_set).items())
+        print(f"{jar_set.label} for {wanted}: {len(jars)} cached in {folder}{note}")
         return 0
     if not args.force and available(jar_set) is not None:
         return 0  # already cached: stay quiet, `make setup` runs this every time

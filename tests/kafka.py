@@ -355,6 +355,8 @@ def main(argv: list[str]) -> int:
     """``python -m tests.kafka fetch``: cache the broker's JARs (``make test`` runs it);
     ``python -m tests.kafka run``: start a broker and print its address until Ctrl-C."""
     if argv[:1] == ["fetch"]:
+        if maven_jars.available(BROKER_JARS) is not None:
+            return 0  # cached: stay quiet, `make test` runs this every time
         try:
             jars = fetch_broker_jars()
         except maven_jars.MavenJarsError as error:
