@@ -236,7 +236,7 @@ class KafkaBroker:
         )
         if done.returncode != 0:
             output = (done.stdout + done.stderr)[-4000:]
-            raise RuntimeError(f"formatting the broker's storage failed:\n{output}")
+            raise RuntimeError(f"formatting the broker's storage in {self.home} failed:\n{output}")
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.startup_seconds
@@ -258,9 +258,9 @@ class KafkaBroker:
 
     def stop(self) -> None:
         """Stop the broker's process group (TERM, then KILL if it lingers) and remove its
-        folder (unless ``keep``)."""
+        folder (unless ``keep``, or the broker never started: its log says why)."""
         self._kill()
-        if not self.keep:
+        if not self.keep and self.started_seconds:
             import shutil
 
             shutil.rmtree(self.home, ignore_errors=True)
