@@ -19,16 +19,30 @@ MASTER ?= local[*]
 # delta-rs), delta-rs or delta-spark. Recursive (=): evaluated after setup ran.
 LAKE_BACKEND ?= auto
 DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.delta_jars jars 2>/dev/null))
+# Spark's Kafka connector cached by `make setup`, and what a Kafka job gives spark-submit:
+# --jars '$(STREAM_JARS)' (Delta's JARs unless LAKE_BACKEND=delta-rs, and Kafka's).
+KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
+STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars test run tasks check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker test run tasks check-sample lint bench check-java clean
 
-setup: $(STAMP) delta-jars
+setup: $(STAMP) delta-jars kafka-jars
 
 # Delta Lake's JARs for the delta-spark backend, resolved once by Spark into .venv/delta-jars
 # (instant when cached). Without network it says so in one line and setup goes on: runs
 # then use delta-rs, and the delta-spark tests fail until a later `make setup` fetches them.
 delta-jars: $(STAMP)
 	@$(PY) -m snap_spark.delta_jars fetch || true
+
+# Spark's Kafka connector (spark-sql-kafka-0-10 of the installed PySpark and its
+# dependencies) for Kafka sources, resolved once into .venv/kafka-jars; offline alike.
+kafka-jars: $(STAMP)
+	@$(PY) -m snap_spark.kafka_jars fetch || true
+
+# The Kafka broker the tests run (Apache Kafka's own JARs), resolved once into
+# .venv/kafka-broker; only the tests use it (tests/kafka.py), never `make run`.
+kafka-broker: $(STAMP)
+	@$(PY) -m tests.kafka fetch || true
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory check-java
@@ -44,7 +58,7 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "setup: Spark needs Java 17, but 'java' is not on PATH (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "setup: Spark 4.0 needs Java 17 or 21; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-test: setup
+test: setup kafka-broker
 	$(PY) -m pytest -q -p no:cacheprovider
 
 $(SAMPLE): | setup

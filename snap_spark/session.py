@@ -3,7 +3,8 @@
 Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.delta_jars`):
 :func:`build_session` loads them with Delta's session extension and catalog when they are
 there, and :data:`LAKE_BACKEND_CONF` tells :func:`snap_spark.lake.get_lake` which backend to
-use on that session.
+use on that session. Spark's Kafka connector comes from the same kind of cache
+(:mod:`snap_spark.kafka_jars`) and joins ``spark.jars`` likewise.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def build_session(
     conf_file: Path | None = None,
     *,
     delta: bool | None = None,
+    kafka: bool | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession with snap-spark's defaults.
 
@@ -76,9 +78,17 @@ def build_session(
     backend the session then uses is :func:`snap_spark.lake.get_lake`'s choice
     (``spark.snap.lake.backend``); it refuses delta-spark on a session without Delta.
 
+    ``kafka`` puts the Kafka connector's cached JARs (:func:`snap_spark.kafka_jars.available`)
+    on ``spark.jars`` the same way: ``None`` when cached, ``True`` always (an error when they
+    are not), ``False`` never. A driver JVM that already runs (spark-submit's) gets nothing
+    added: give it ``--jars``; :func:`snap_spark.kafka_jars.require_kafka_connector` tells a
+    job whether the connector is there.
+
     Raises:
         snap_spark.delta_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
             available.
+        snap_spark.kafka_jars.KafkaJarsError: ``kafka`` is ``True`` and the connector's JARs
+            are not cached (and no driver JVM runs yet).
 
     Examples:
         >>> spark = build_session(master="local[2]")  # doctest: +SKIP
@@ -97,6 +107,7 @@ def build_session(
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
     settings.update(_delta_settings(settings, already, delta))
+    settings.update(_kafka_settings(settings, kafka))
     for key, value in settings.items():
         builder = builder.config(key, value)
     if master is not None:
@@ -154,6 +165,24 @@ def _delta_settings(
     return {**loaded, "spark.jars": _merged(settings.get("spark.jars"), *jars)}
 
 
+def _kafka_settings(settings: dict[str, str], kafka: bool | None) -> dict[str, str]:
+    """``spark.jars`` with the Kafka connector's cached JARs added (none to skip them)."""
+    from snap_spark import kafka_jars
+
+    if kafka is False or _driver_running():  # a running JVM takes no more JARs
+        return {}
+    jars = kafka_jars.available()
+    if jars is None:
+        if kafka:
+            raise kafka_jars.KafkaJarsError(
+                f"the Kafka connector's JARs are not cached in {kafka_jars.cache_dir()}: run "
+                "`make setup` (or python -m snap_spark.kafka_jars fetch) with access to "
+                "Maven Central"
+            )
+        return {}
+    return {"spark.jars": _merged(settings.get("spark.jars"), *jars)}
+
+
 def _split(value: str | None) -> list[str]:
     """Items of a comma-separated Spark setting."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]
@@ -181,10 +210,31 @@ def _driver_running() -> bool:
 
 def _driver_has_class(name: str) -> bool:
     """True when the running driver JVM (spark-submit's) can load class ``name``."""
+    return jvm_has_class(name)
+
+
+def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
+    """True when the driver JVM (``spark``'s, else this process's, connecting to
+    spark-submit's) can load class ``name`` the way Spark loads data sources and extensions
+    (its context class loader, which holds ``spark.jars``).
+
+    Raises:
+        py4j.protocol.Py4JJavaError: the lookup failed for another reason than the class
+            being absent (a class that is there but broken must not pass for missing).
+
+    Examples:
+        >>> jvm_has_class("org.apache.spark.sql.SparkSession", spark)  # doctest: +SKIP
+        True
+        >>> jvm_has_class("org.example.NotThere", spark)  # doctest: +SKIP
+        False
+    """
     from pyspark import SparkContext
 
-    SparkContext._ensure_initialized()
-    jvm = SparkContext._jvm
+    if spark is not None:
+        jvm = spark.sparkContext._jvm
+    else:
+        SparkContext._ensure_initialized()
+        jvm = SparkContext._jvm
     if jvm is None:
         return False
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
@@ -192,7 +242,7 @@ def _driver_has_class(name: str) -> bool:
     try:
         jvm.org.apache.spark.util.Utils.classForName(name, False, False)
     except Py4JJavaError as error:
-        # only "not there" means no Delta; any other failure must not pass for it silently
+        # only "not there" means absent; any other failure must not pass for it silently
         if error.java_exception.getClass().getName() != "java.lang.ClassNotFoundException":
             raise
         return False

@@ -46,6 +46,8 @@ def spark():  # type: ignore[no-untyped-def]
     It loads Delta Lake from the JARs ``make setup`` cached, so the delta-spark tests run on
     it, but its default backend is delta-rs: tests that want delta-spark ask for it
     (``get_lake(spark, backend="delta-spark")``, ``tests.lake.helpers.use_backend``).
+    ``build_session`` also puts Spark's Kafka connector (cached by ``make setup`` too) on
+    its ``spark.jars``: the Kafka tests (``tests/stream``) read and write with it.
     """
     from snap_spark.session import LAKE_BACKEND_CONF, build_session
 

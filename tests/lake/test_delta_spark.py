@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from snap_spark import delta_jars
+from snap_spark import delta_jars, kafka_jars
 from snap_spark.lake import (
     DeltaRsLake,
     DeltaSparkLake,
@@ -74,7 +74,9 @@ def test_session_loads_the_cached_jars_and_the_backend_setting_chooses(spark: Sp
     lake = delta_spark_lake(spark)
     jars = delta_jars.available()
     assert jars is not None and any("delta-spark_2.13" in jar for jar in jars)
-    assert spark.sparkContext.getConf().get("spark.jars") == ",".join(jars)
+    # Delta's JARs, then Spark's Kafka connector's when make setup cached it (kafka_jars)
+    listed = spark.sparkContext.getConf().get("spark.jars").split(",")
+    assert listed == [*jars, *(kafka_jars.available() or [])]
     assert has_delta_spark(spark)
     assert spark.conf.get("spark.sql.catalog.spark_catalog") == DELTA_CATALOG
 
