@@ -571,7 +571,11 @@ class DeltaRsLake:
             .execute()
         )
         delete_data_files(root, files)  # the merge copied their rows
-        return write_committed(uri, write_id, start_version)
+        if write_committed(uri, write_id, start_version):
+            return True
+        # a merge that changes nothing commits nothing: record the transaction anyway
+        return _commit_in_place(path, root, [], schema, partition_by, app_id, version,
+                                commit_info, replace=False)
 
 
 def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema: StructType,

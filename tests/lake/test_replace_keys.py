@@ -115,9 +115,12 @@ def test_replace_keys_replaces_only_the_named_keys(spark: SparkSession, lake: La
     assert replace(spark, lake, path, many, [], 4)
     assert content(path) == [tuple(r.values()) for r in [second[0], first[3]]]
 
-    # no keys, no rows: only the transaction is recorded
+    # no keys, no rows; then keys the table does not hold: only the transaction is recorded
     assert replace(spark, lake, path, [], [], 5)
     assert DeltaTable(str(path)).transaction_version("refresh") == 5
+    assert replace(spark, lake, path, ["zz", "yy"], [], 6)
+    assert DeltaTable(str(path)).transaction_version("refresh") == 6
+    assert not replace(spark, lake, path, ["zz"], [], 6)
     assert len(content(path)) == 2
 
 
