@@ -207,9 +207,11 @@ def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
     types = {field.name: field.dataType for field in schema.fields}
     wrong = [f"{f.name} {f.dataType.simpleString()}" for f in keys.fields
              if types.get(f.name) != f.dataType]
-    if wrong or DELETE_FLAG in types:
+    if wrong:
         raise LakeSchemaError(f"key columns {wrong} are not columns of the table, or not of "
                               "its types")
+    if DELETE_FLAG in types:
+        raise LakeSchemaError(f"the table has a column {DELETE_FLAG}, which replace_keys uses")
     return list(names)
 
 
