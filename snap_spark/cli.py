@@ -161,10 +161,17 @@ def _add_sample(sub: Any) -> None:
     p.add_argument("--out", required=True, help="output file (.jsonl, or .jsonl.gz)")
     p.add_argument("--labels", default=None,
                    help="also write one JSON label per line: kind and expected error code")
+    p.add_argument("--tasks", default="", metavar="PATH",
+                   help="where to write the expected tasks table: one JSON object per task "
+                        "(task_id, context_id, owner, state, state_timestamp, last_message_id, "
+                        "reports, transitions, illegal_transitions, foreign_reports), taken from "
+                        "what the generator sent, not from the verifier; default "
+                        "<stem>.expected-tasks.txt beside --out (a name the job and the "
+                        "checker never read as traffic)")
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from snap_spark.sample import HONEST_KINDS, SampleConfig, write_sample
+    from snap_spark.sample import HONEST_KINDS, SampleConfig, expected_tasks_path, write_sample
 
     if args.agents < 2 or args.messages < 0:
         print("snap-spark sample: need --agents >= 2 and --messages >= 0", file=sys.stderr)
@@ -174,15 +181,16 @@ def cmd_sample(args: argparse.Namespace) -> int:
         attack_share=args.attack_share, bare_share=args.bare_share,
     )
     started = time.monotonic()
-    for target in (args.out, args.labels):
+    tasks = args.tasks or expected_tasks_path(args.out)
+    for target in (args.out, args.labels, tasks):
         if target and target != "-" and os.path.dirname(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
-    counts = write_sample(config, args.out, args.labels)
+    counts = write_sample(config, args.out, args.labels, tasks)
     elapsed = time.monotonic() - started
     attacks = sum(n for kind, n in counts.items() if kind not in HONEST_KINDS)
     print(
         f"wrote {sum(counts.values())} lines to {args.out} ({attacks} attack lines, "
-        f"{len(counts)} kinds) in {elapsed:.1f}s",
+        f"{len(counts)} kinds) in {elapsed:.1f}s; expected tasks in {tasks}",
         file=sys.stderr,
     )
     return 0

@@ -3,8 +3,11 @@
 :func:`generate` simulates agents talking over relays and HTTP gateways and yields one NDJSON
 line per message (the input contract of ``ARCHITECTURE.md`` §3) with a :class:`Label` that
 says what the line is (``kind``) and which SNAP code the verifier must give it
-(``expected_code``, ``None`` for a valid message). :func:`write_sample` writes a sample (gzip
-when the name ends in ``.gz``) and, optionally, its labels as JSONL.
+(``expected_code``, ``None`` for a valid message). Once every line is read, the iterator's
+:meth:`~SampleStream.expected_tasks` gives the ``tasks`` table the lines must produce, from
+the generator's own record of the reports it sent (:class:`ExpectedTask`). :func:`write_sample`
+writes a sample (gzip when the name ends in ``.gz``), optionally its labels as JSONL, and
+its expected tasks beside it (:func:`expected_tasks_path`).
 
 Honest traffic: mainnet and testnet agents (conversations never cross networks) run
 multi-turn tasks (``message/send`` with polling, cancelation and ``input_required`` turns,
@@ -80,10 +83,14 @@ __all__ = [
     "ATTACK_KINDS",
     "HONEST_KINDS",
     "KIND_CODES",
+    "ExpectedTask",
     "Label",
     "SampleAgent",
     "SampleConfig",
+    "SampleStream",
+    "expected_tasks_path",
     "generate",
+    "read_expected_tasks",
     "sample_agents",
     "write_sample",
 ]
@@ -138,6 +145,49 @@ class Label:
     line_no: int
     kind: str
     expected_code: int | None
+
+
+@dataclass(frozen=True)
+class ExpectedTask:
+    """Where the generator meant one task to end up: a row of the ``tasks`` table.
+
+    The generator writes it from its own record of what it sent, not from the protocol's
+    fold: the owner is the agent it had run the task, ``state`` the last state that agent
+    reported through a legal transition (a repeated state changes nothing), and every
+    report it wrote as a valid line is counted, including the illegal ones
+    (``task_illegal_transition``) and those sent by another agent (``task_non_owner``).
+    Lines that do not verify (replays, attacks built on a report) are never counted.
+
+    Examples:
+        >>> sample = generate(SampleConfig(agents=4, messages=300, seed=3))
+        >>> lines = list(sample)
+        >>> task = sample.expected_tasks()[0]
+        >>> task.reports >= 1 and task.state in ("submitted", "working", "input_required",
+        ...                                      "completed", "failed", "canceled")
+        True
+    """
+
+    task_id: str
+    context_id: str
+    owner: str
+    state: str
+    state_timestamp: int
+    last_message_id: str
+    reports: int = 0
+    transitions: int = 0
+    illegal_transitions: int = 0
+    foreign_reports: int = 0
+
+    def to_plain(self) -> dict[str, Any]:
+        """JSON-able form, one line of the expected-tasks file (columns of ``tasks``)."""
+        return {field: getattr(self, field) for field in _EXPECTED_FIELDS}
+
+
+#: Columns of an expected-tasks line, in file order (the ``tasks`` table's, but ``state_time``).
+_EXPECTED_FIELDS: Final[tuple[str, ...]] = (
+    "task_id", "context_id", "owner", "state", "state_timestamp", "last_message_id",
+    "reports", "transitions", "illegal_transitions", "foreign_reports",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -507,6 +557,60 @@ class _Scheduled:
     code: int | None
 
 
+@dataclass(slots=True)
+class _TaskRecord:
+    """The generator's own account of one task: what it sent, and what it meant by it.
+
+    Reports are noted as they are written, each with the intent the conversation gave it
+    (``kind``). The order they are written in is their fold order: an owner's reports are
+    at least 2.5 s apart on one clock, and a non-owner's report leaves at least 10 s after
+    the owner's first one (clock skews are within ±3 s); :meth:`sent` checks both.
+    """
+
+    task_id: str
+    context_id: str
+    owner: str | None = None
+    state: str | None = None
+    state_timestamp: int = 0
+    last_message_id: str = ""
+    first_timestamp: int = 0
+    owner_timestamp: int = 0  # of the owner's latest report
+    reports: int = 0
+    transitions: int = 0
+    illegal: int = 0
+    foreign: int = 0
+
+    def sent(self, kind: str, state: str, sender: str, message_id: str, timestamp: int) -> None:
+        """Note one report written as a valid line."""
+        self.reports += 1
+        if kind == "task_non_owner":
+            if self.owner is None or sender == self.owner or timestamp <= self.first_timestamp:
+                raise AssertionError(f"{self.task_id}: a non-owner report before the owner's")
+            self.foreign += 1
+            return
+        if self.owner is None:  # the first report comes from the agent running the task
+            self.owner, self.first_timestamp = sender, timestamp
+        elif sender != self.owner or timestamp <= self.owner_timestamp:
+            raise AssertionError(f"{self.task_id}: owner reports out of order")
+        self.owner_timestamp = timestamp
+        if kind == "task_illegal_transition":  # sent to be refused: the state stays
+            self.illegal += 1
+            return
+        if state == self.state:  # a repeat (a late poll, working again): nothing changes
+            return
+        if self.state is not None:
+            self.transitions += 1
+        self.state, self.state_timestamp, self.last_message_id = state, timestamp, message_id
+
+    def expected(self) -> ExpectedTask:
+        """The ``tasks`` row this record stands for."""
+        assert self.owner is not None and self.state is not None
+        return ExpectedTask(
+            self.task_id, self.context_id, self.owner, self.state, self.state_timestamp,
+            self.last_message_id, self.reports, self.transitions, self.illegal, self.foreign,
+        )  # fmt: skip
+
+
 _Emitted: TypeAlias = tuple[bytes, str, int | None]
 _Conversation: TypeAlias = Iterator[_Step]
 
@@ -539,6 +643,7 @@ class _Simulation:
         self._recent_requests: deque[_Sent] = deque(maxlen=64)
         self._replayable: deque[_Sent] = deque(maxlen=48)
         self._pending_forgeries = 0
+        self._tasks: dict[str, _TaskRecord] = {}  # by task id, in order of first report
         kinds = list(_ATTACK_WEIGHTS)
         self._attack_kinds = kinds
         self._attack_cum: list[int] = []
@@ -546,6 +651,10 @@ class _Simulation:
         for kind in kinds:
             total += _ATTACK_WEIGHTS[kind]
             self._attack_cum.append(total)
+
+    def expected_tasks(self) -> list[ExpectedTask]:
+        """The tasks of the lines written so far, in order of their first report."""
+        return [record.expected() for record in self._tasks.values()]
 
     # ------------------------------------------------------------------ scheduling
 
@@ -959,6 +1068,12 @@ class _Simulation:
                 {"received_at": received_at, "source": step.source, "message": field_value}
             )
         batch.append((line, kind, None))
+        if step.status is not None:  # a task report, written as a valid line
+            task = step.payload["task"]
+            record = self._tasks.get(task["id"])
+            if record is None:
+                record = self._tasks[task["id"]] = _TaskRecord(task["id"], task["contextId"])
+            record.sent(kind, step.status["state"], sender.address, message["id"], ts)
 
         sent = _Sent(message, field_value, sender, received_at, not bare)
         self._recent.append(sent)
@@ -1301,8 +1416,47 @@ def _bisect(cumulative: Sequence[int], value: float) -> int:
 # --------------------------------------------------------------------------- public API
 
 
-def generate(config: SampleConfig) -> Iterator[tuple[bytes, Label]]:
-    """Yield ``config.messages`` NDJSON lines (no trailing newline), each with its label.
+class SampleStream(Iterator[tuple[bytes, Label]]):
+    """The lines of one sample with their labels, one at a time (see :func:`generate`);
+    once every line is read, :meth:`expected_tasks` tells where its tasks end up."""
+
+    def __init__(self, config: SampleConfig) -> None:
+        self._simulation = _Simulation(config)
+        self._lines = self._simulation.lines()
+        self._finished = False
+
+    def __iter__(self) -> SampleStream:
+        return self
+
+    def __next__(self) -> tuple[bytes, Label]:
+        try:
+            return next(self._lines)
+        except StopIteration:
+            self._finished = True
+            raise
+
+    def expected_tasks(self) -> list[ExpectedTask]:
+        """One :class:`ExpectedTask` per task that got at least one valid report, in order
+        of its first report: the ``tasks`` table a full landing of the sample must give.
+
+        Raises:
+            RuntimeError: lines are still unread (the expectation covers the whole sample).
+
+        Examples:
+            >>> sample = generate(SampleConfig(agents=3, messages=200, seed=2))
+            >>> lines = list(sample)
+            >>> all(t.reports >= 1 for t in sample.expected_tasks())
+            True
+        """
+        if not self._finished:
+            raise RuntimeError("read every line of the sample before asking for its tasks")
+        return self._simulation.expected_tasks()
+
+
+def generate(config: SampleConfig) -> SampleStream:
+    """Yield ``config.messages`` NDJSON lines (no trailing newline), each with its label;
+    the returned iterator also knows the tasks the lines meant to produce
+    (:meth:`SampleStream.expected_tasks`).
 
     Examples:
         >>> line, label = next(generate(SampleConfig(agents=3, messages=1, attack_share=0)))
@@ -1310,7 +1464,46 @@ def generate(config: SampleConfig) -> Iterator[tuple[bytes, Label]]:
         >>> json.loads(line)["message"]["version"], label.kind in HONEST_KINDS
         ('0.1', True)
     """
-    return _Simulation(config).lines()
+    return SampleStream(config)
+
+
+#: Endings of sample files that :func:`expected_tasks_path` takes off the traffic's name.
+_TRAFFIC_ENDINGS: Final = (".jsonl", ".ndjson", ".json")
+
+
+def expected_tasks_path(out_path: str) -> str:
+    """Where :func:`write_sample` puts the expected tasks of a sample written to ``out_path``
+    by default: beside it, named ``<stem>.expected-tasks.txt``.
+
+    The file holds JSON lines, but its name does not end like an input file, so landing
+    or checking the sample's folder never reads it as traffic.
+
+    Examples:
+        >>> expected_tasks_path("data/sample/traffic-100000-7.jsonl")
+        'data/sample/traffic-100000-7.expected-tasks.txt'
+        >>> expected_tasks_path("t.ndjson.gz")
+        't.expected-tasks.txt'
+    """
+    stem = out_path[:-3] if out_path.lower().endswith(".gz") else out_path
+    for ending in _TRAFFIC_ENDINGS:
+        if stem.lower().endswith(ending):
+            stem = stem[: -len(ending)]
+            break
+    return f"{stem}.expected-tasks.txt"
+
+
+def read_expected_tasks(path: str) -> list[dict[str, Any]]:
+    """The rows of an expected-tasks file (see :func:`write_sample`).
+
+    Examples:
+        >>> import tempfile, os
+        >>> out = os.path.join(tempfile.mkdtemp(), "s.jsonl")
+        >>> _ = write_sample(SampleConfig(agents=3, messages=300, seed=4), out)
+        >>> sorted(read_expected_tasks(expected_tasks_path(out))[0])[:3]
+        ['context_id', 'foreign_reports', 'illegal_transitions']
+    """
+    with open(path, "rb") as handle:
+        return [orjson.loads(line) for line in handle if line.strip()]
 
 
 def _open(path: str) -> IO[bytes] | gzip.GzipFile:
@@ -1322,12 +1515,22 @@ def _open(path: str) -> IO[bytes] | gzip.GzipFile:
 
 
 def write_sample(
-    config: SampleConfig, out_path: str, labels_path: str | None = None
+    config: SampleConfig,
+    out_path: str,
+    labels_path: str | None = None,
+    tasks_path: str | None = "",
 ) -> Counter[str]:
     """Write a sample as NDJSON (gzip if ``out_path`` ends in ``.gz``); return lines per kind.
 
     ``labels_path``, when given, receives one JSON object per line:
     ``{"line_no": 1, "kind": "request", "expected_code": null}``.
+
+    ``tasks_path`` receives the expected ``tasks`` table (:class:`ExpectedTask`), one JSON
+    object per task in order of its first report, e.g. ``{"task_id": "task-…",
+    "context_id": "ctx-…", "owner": "bc1p…", "state": "completed", "state_timestamp":
+    1770163212, "last_message_id": "…", "reports": 3, "transitions": 2,
+    "illegal_transitions": 0, "foreign_reports": 0}``; by default (``""``) it goes beside
+    the traffic (:func:`expected_tasks_path`), ``None`` writes none.
 
     Examples:
         >>> import tempfile, os
@@ -1340,10 +1543,11 @@ def write_sample(
     counts: Counter[str] = Counter()
     out = _open(out_path)
     labels = _open(labels_path) if labels_path else None
+    sample = generate(config)
     try:
         lines: list[bytes] = []
         label_lines: list[bytes] = []
-        for line, label in generate(config):
+        for line, label in sample:
             counts[label.kind] += 1
             lines.append(line)
             if labels is not None:
@@ -1370,6 +1574,10 @@ def write_sample(
         _close(out)
         if labels is not None:
             _close(labels)
+    if tasks_path is not None:
+        with open(tasks_path or expected_tasks_path(out_path), "wb") as handle:
+            for task in sample.expected_tasks():
+                handle.write(orjson.dumps(task.to_plain()) + b"\n")
     return counts
 
 
@@ -1385,6 +1593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("out")
     parser.add_argument("--labels")
+    parser.add_argument("--tasks", default="",
+                        help="expected tasks table (default: <stem>.expected-tasks.txt "
+                             "beside OUT)")
     defaults = SampleConfig()
     for name in ("agents", "messages", "seed", "start_time"):
         parser.add_argument(
@@ -1405,7 +1616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         testnet_share=args.testnet_share,
     )
     started = time.perf_counter()
-    counts = write_sample(config, args.out, args.labels)
+    counts = write_sample(config, args.out, args.labels, args.tasks)
     elapsed = time.perf_counter() - started
     total = sum(counts.values())
     print(f"{total} lines in {elapsed:.1f} s ({total / max(elapsed, 1e-9):,.0f} lines/s)")

@@ -185,3 +185,32 @@ class Lake(Protocol):
         """Like :meth:`add_files`, but the one commit also removes every file the table held
         (its rows are replaced; earlier versions stay readable by time travel)."""
         ...
+
+    def replace_keys(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        keys: DataFrame,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Like :meth:`add_files`, but the one commit also deletes every row of the table whose
+        values in the columns of ``keys`` equal a row of ``keys``: the rows of those keys are
+        replaced by the files' rows, the other rows stay as they are.
+
+        ``keys`` is a DataFrame of key columns only (columns of ``schema``, of the same
+        types; repeated rows are fine, a null never matches); it is joined, never collected
+        into a predicate, so it may hold many keys. A key with no row in ``files`` loses its
+        rows. Rows of ``files`` are added whatever their key: give them keys of ``keys``, or
+        keys the table does not hold. Returns ``False`` and changes nothing when the table
+        already holds the transaction (the caller then deletes the files); creates the table
+        when absent. Files may be copied rather than adopted (by a merge); the backend then
+        deletes them itself.
+        """
+        ...

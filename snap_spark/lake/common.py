@@ -183,3 +183,51 @@ def merge_condition(keys: Sequence[str], target: str = "t", source: str = "s") -
     return " AND ".join(
         f"{target}.{quote_identifier(k)} = {source}.{quote_identifier(k)}" for k in keys
     )
+
+
+#: Column of a :meth:`~snap_spark.lake.Lake.replace_keys` merge source: true on a key row
+#: (it deletes the target's rows of its key), false on a row to insert.
+DELETE_FLAG = "_snap_replace_key"
+
+
+def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
+    """The key columns of a :meth:`~snap_spark.lake.Lake.replace_keys` call: every column of
+    ``keys``, each a column of the table ``schema`` with the same type.
+
+    Examples:
+        >>> from pyspark.sql.types import StructType, StructField, StringType, LongType
+        >>> table = StructType([StructField("task_id", StringType()),
+        ...                     StructField("seq", LongType())])
+        >>> check_key_columns(StructType([StructField("task_id", StringType())]), table)
+        ['task_id']
+    """
+    names = keys.names
+    if not names:
+        raise LakeSchemaError("replace_keys needs a keys frame with at least one column")
+    types = {field.name: field.dataType for field in schema.fields}
+    wrong = [f"{f.name} {f.dataType.simpleString()}" for f in keys.fields
+             if types.get(f.name) != f.dataType]
+    if wrong:
+        raise LakeSchemaError(f"key columns {wrong} are not columns of the table, or not of "
+                              "its types")
+    if DELETE_FLAG in types:
+        raise LakeSchemaError(f"the table has a column {DELETE_FLAG}, which replace_keys uses")
+    return list(names)
+
+
+def replace_keys_merge(keys: Sequence[str], columns: Sequence[str]
+                       ) -> tuple[str, str, dict[str, str]]:
+    """The merge that carries out :meth:`~snap_spark.lake.Lake.replace_keys` on a source of
+    key rows (:data:`DELETE_FLAG` true) and new rows: its match condition (a target row
+    matching a key row is deleted), the condition of the insert clause and its values.
+
+    Examples:
+        >>> on, insert, values = replace_keys_merge(["task_id"], ["task_id", "state"])
+        >>> on
+        's.`_snap_replace_key` AND t.`task_id` = s.`task_id`'
+        >>> insert, values["state"]
+        ('NOT s.`_snap_replace_key`', 's.`state`')
+    """
+    flag = f"s.{quote_identifier(DELETE_FLAG)}"
+    values = {name: f"s.{quote_identifier(name)}" for name in columns}
+    return f"{flag} AND {merge_condition(keys)}", f"NOT {flag}", values

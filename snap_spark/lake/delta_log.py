@@ -115,6 +115,26 @@ def write_committed(uri: str, write_id: str, start_version: int) -> bool:
     )
 
 
+def check_same_table(uri: str, existing: StructType, partitions: Sequence[str],
+                     schema: StructType, partition_by: Sequence[str]) -> None:
+    """Refuse files of ``schema``/``partition_by`` for a table that has other columns or
+    another partitioning (it changed while they were written).
+
+    Raises:
+        LakeSchemaError: columns or partitioning differ.
+    """
+    wanted = nullable_schema(schema)
+    if not same_columns(existing, wanted):
+        raise LakeSchemaError(
+            f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
+        )
+    if list(partitions) != list(partition_by):
+        raise LakeSchemaError(
+            f"table at {uri} is partitioned by {list(partitions)}, "
+            f"the files by {list(partition_by)}"
+        )
+
+
 def commit_files(
     uri: str,
     files: Sequence[DataFile],
@@ -201,11 +221,6 @@ def commit_files(
         done = table.transaction_version(app_id)
         if done is not None and done >= version:
             return False
-        existing = table_schema(table)
-        if not same_columns(existing, wanted):
-            raise LakeSchemaError(
-                f"table at {uri} changed while writing: {describe_mismatch(existing, wanted)}"
-            )
         if removes:
             held = {unquote(p) for p in
                     table.get_add_actions(flatten=True).column("path").to_pylist()}
@@ -214,11 +229,7 @@ def commit_files(
                 raise LakeError(f"table at {uri} no longer holds {gone[0]} (changed by "
                                 "another writer meanwhile); nothing was committed")
         table_partitions = list(table.metadata().partition_columns)
-        if table_partitions != list(partition_by):
-            raise LakeSchemaError(
-                f"table at {uri} is partitioned by {table_partitions}, "
-                f"the files by {list(partition_by)}"
-            )
+        check_same_table(uri, table_schema(table), table_partitions, schema, partition_by)
         try:
             table.create_write_transaction(
                 file_actions,

@@ -44,18 +44,23 @@ from urllib.parse import unquote, urlparse
 from snap_spark import storage
 from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import (
+    DELETE_FLAG,
     check_batch,
+    check_key_columns,
     check_keys,
     check_txn,
     merge_condition,
     merge_txn,
+    replace_keys_merge,
     table_uri,
+    write_marker,
 )
 
 # Re-exported: callers and tests import these from here (delta_spark: read_txn_version).
 from snap_spark.lake.delta_log import (
     MAX_COMMIT_ATTEMPTS,
     RemovedFile,
+    check_same_table,
     commit_files,
     delta_location,
     open_table,
@@ -514,6 +519,109 @@ class DeltaRsLake:
         :meth:`Lake.replace_files`."""
         return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
                                 commit_info, replace=True)
+
+
+    def replace_keys(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        keys: DataFrame,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the rows of ``keys`` by the rows of files written in the table folder, in
+        one commit; see :meth:`Lake.replace_keys`.
+
+        A new table adopts the files in place. An existing one gets one delta-rs merge on
+        the driver whose source is the keys (collected as Arrow) and the files' rows: a
+        target row matching a key is deleted, the files' rows are inserted; the merge writes
+        them into files of its own, so the written files are deleted afterwards. The source
+        must fit in driver memory (the rows of the keys replaced, not the table).
+
+        Examples:
+            >>> lake.replace_keys(spark, "/lake/tasks", "/lake/tasks", files, keys=ids,
+            ...                   schema=TASKS, partition_by=[], app_id="refresh",
+            ...                   version=1)  # doctest: +SKIP
+            True
+        """
+        from deltalake.transaction import CommitProperties, Transaction
+
+        from snap_spark.lake.files import delete_data_files
+
+        uri = table_uri(path)
+        if table_uri(root) != uri:
+            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
+        check_txn(app_id, version)
+        key_columns = check_key_columns(keys.schema, schema)
+        table = open_table(uri)
+        if table is None:  # nothing to delete: create the table with the files as they are
+            return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
+                                    commit_info, replace=False)
+        done = table.transaction_version(app_id)
+        if done is not None and done >= version:
+            return False
+        existing = table_schema(table)
+        check_same_table(uri, existing, list(table.metadata().partition_columns), schema,
+                         partition_by)
+        source = _keyed_source(keys.select(*key_columns).distinct(), root, files, existing,
+                               list(partition_by))
+        if source.num_rows == 0:  # no keys, no rows: only the app transaction
+            return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
+                                    commit_info, replace=False)
+        write_id = uuid.uuid4().hex
+        on, insert, values = replace_keys_merge(key_columns, existing.fieldNames())
+        properties = CommitProperties(
+            custom_metadata={"userMetadata": write_marker(write_id, app_id, version,
+                                                          commit_info)},
+            app_transactions=[Transaction(app_id, version)],
+        )
+        start_version = table.version()
+        (
+            table.merge(source, on, source_alias="s", target_alias="t",
+                        commit_properties=properties)
+            .when_matched_delete()
+            .when_not_matched_insert(values, predicate=insert)
+            .execute()
+        )
+        delete_data_files(root, files)  # the merge copied their rows
+        if write_committed(uri, write_id, start_version):
+            return True
+        # a merge that changes nothing commits nothing: record the transaction anyway
+        return _commit_in_place(path, root, [], schema, partition_by, app_id, version,
+                                commit_info, replace=False)
+
+
+def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema: StructType,
+                  partition_by: list[str]) -> pa.Table:
+    """The merge source of :meth:`DeltaRsLake.replace_keys`: one row per key (the other
+    columns null, :data:`DELETE_FLAG` true), then the files' rows (flag false)."""
+    import pyarrow as pa
+
+    arrow_schema = to_arrow(schema)
+    flagged = arrow_schema.append(pa.field(DELETE_FLAG, pa.bool_()))
+    key_rows = keys.toArrow()
+    parts = [pa.table(
+        [key_rows.column(f.name).cast(f.type) if f.name in key_rows.column_names
+         else pa.nulls(key_rows.num_rows, f.type) for f in arrow_schema]
+        + [pa.array([True] * key_rows.num_rows, pa.bool_())], schema=flagged)]
+    for data_file in files:
+        values = {
+            name: None if text is None else pa.scalar(text).cast(arrow_schema.field(name).type)
+            .as_py()
+            for name, text in data_file.partition_values.items() if name in partition_by
+        }
+        for batch in read_data_file(f"{root.rstrip('/')}/{data_file.path}", arrow_schema,
+                                    values):
+            parts.append(pa.table(
+                [*batch.columns, pa.array([False] * batch.num_rows, pa.bool_())],
+                schema=flagged))
+    return pa.concat_tables(parts)
 
 
 def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: StructType,

@@ -30,13 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
 from snap_spark.lake.common import (
+    DELETE_FLAG,
     check_batch,
+    check_key_columns,
     check_keys,
     check_txn,
     marker_write_id,
     merge_condition,
     merge_txn,
     quote_identifier,
+    replace_keys_merge,
     table_uri,
     write_marker,
 )
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
 #: Delta's session settings that make MERGE/UPDATE/DELETE idempotent (Delta >= 2.3).
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-#: Delta's session setting for a commit's ``userMetadata`` (DML has no writer option).
+#: Delta's session setting for the ``userMetadata`` of the next commits (DML included).
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 #: Parquet timestamp encoding Spark (and so Delta) writes; INT96 unless set.
@@ -315,6 +318,78 @@ class DeltaSparkLake:
                            commit_info=commit_info, _mode="overwrite")
 
 
+    def replace_keys(
+        self,
+        spark: SparkSession,
+        path: str,
+        root: str,
+        files: Sequence[DataFile],
+        *,
+        keys: DataFrame,
+        schema: StructType,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        commit_info: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the rows of ``keys`` by the rows of staged Parquet files with one Delta
+        MERGE (one commit); see :meth:`Lake.replace_keys`.
+
+        The merge source is the distinct keys (:data:`DELETE_FLAG` true: a target row
+        matching one is deleted) and the staged rows (flag false: inserted); the merge joins
+        them with the table, so the keys are never collected. A new table is created by
+        appending the staged rows.
+
+        Examples:
+            >>> lake.replace_keys(spark, "/lake/tasks", root, files, keys=ids, schema=TASKS,
+            ...                   partition_by=[], app_id="refresh", version=1)
+            ... # doctest: +SKIP
+            True
+        """
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        check_txn(app_id, version)
+        key_columns = check_key_columns(keys.schema, schema)
+        if _txn_done(path, (app_id, version)):
+            return False
+        rows = staged_frame(spark, root, files, schema)
+        start_version = _latest_version(spark, path)
+        if start_version < 0:
+            return self.append(rows, path, app_id=app_id, version=version,
+                               partition_by=partition_by, commit_info=commit_info)
+        existing = _partition_columns(spark, path)
+        if existing != list(partition_by):
+            raise LakeSchemaError(
+                f"table at {path} is partitioned by {existing}, the files by {list(partition_by)}"
+            )
+        target = DeltaTable.forPath(spark, path)
+        table_schema = target.toDF().schema
+        rows = conform(rows, table_schema, path)
+        key_rows = keys.select(*key_columns).distinct().select(
+            *[F.col(f.name) if f.name in key_columns else F.lit(None).cast(f.dataType).alias(f.name)
+              for f in table_schema.fields])
+        source = (key_rows.withColumn(DELETE_FLAG, F.lit(True))
+                  .unionByName(rows.withColumn(DELETE_FLAG, F.lit(False))))
+        on, insert, values = replace_keys_merge(key_columns, table_schema.fieldNames())
+        write_id = uuid.uuid4().hex
+        marker = write_marker(write_id, app_id, version, commit_info)
+        builder = (
+            target.alias("t")
+            .merge(source.alias("s"), on)
+            .whenMatchedDelete()
+            .whenNotMatchedInsert(condition=insert, values=values)  # type: ignore[arg-type]
+        )
+        with _dml_transaction(spark, (app_id, version)), _session_conf(
+                spark, {USER_METADATA_CONF: marker}):
+            builder.execute()
+        if _write_committed(spark, path, write_id, start_version):
+            return True
+        # a merge that changed nothing may write no commit: record the transaction anyway
+        return self.append(spark.createDataFrame([], table_schema), path, app_id=app_id,
+                           version=version, commit_info=commit_info)
+
+
 def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: RowUpdates, *,
                  app_id: str, version: int, commit_info: Mapping[str, Any] | None) -> bool:
     """One MERGE inserting ``staged`` and setting ``updates``' columns on the rows they name."""
@@ -362,16 +437,9 @@ def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: Row
                               values={f.name: f"s.{quote_identifier(f.name)}"
                                       for f in table_schema})
     )
-    previous = spark.conf.get(USER_METADATA_CONF, None)
-    spark.conf.set(USER_METADATA_CONF, write_marker(write_id, app_id, version, commit_info))
-    try:
-        with _dml_transaction(spark, txn):
-            builder.execute()
-    finally:
-        if previous is None:
-            spark.conf.unset(USER_METADATA_CONF)
-        else:
-            spark.conf.set(USER_METADATA_CONF, previous)
+    marker = write_marker(write_id, app_id, version, commit_info)
+    with _dml_transaction(spark, txn), _session_conf(spark, {USER_METADATA_CONF: marker}):
+        builder.execute()
     return _write_committed(spark, path, write_id, start_version)
 
 
@@ -384,8 +452,6 @@ def _sql_literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return repr(value)
-
-
 def staged_frame(
     spark: SparkSession, root: str, files: Sequence[DataFile], schema: StructType
 ) -> DataFrame:
@@ -485,14 +551,21 @@ def _dml_transaction(spark: SparkSession, txn: tuple[str, int] | None) -> Iterat
     if txn is None:
         yield
         return
-    previous = {key: spark.conf.get(key, None) for key in (TXN_APP_ID_CONF, TXN_VERSION_CONF)}
-    spark.conf.set(TXN_APP_ID_CONF, txn[0])
-    spark.conf.set(TXN_VERSION_CONF, str(txn[1]))
+    with _session_conf(spark, {TXN_APP_ID_CONF: txn[0], TXN_VERSION_CONF: str(txn[1])}):
+        yield
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set session settings for one block, then restore what was there."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, old in previous.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)

@@ -6,9 +6,17 @@ only for a response naming one of the six states), shuffled by task and sorted b
 timestamp, then receipt time, file and line; each task is folded in one Spark task, which
 writes the rows of both tables as Parquet files for one commit each.
 
+Two ways in, one fold: :func:`rebuild_tasks` folds every task and replaces both tables;
+:func:`refresh_tasks` folds only the tasks it is given (every report of each, old and new)
+and replaces just their rows (:meth:`snap_spark.lake.Lake.replace_keys`). Both give the
+same rows for a task, so refreshing the tasks each run touched keeps the tables equal to a
+full rebuild.
+
 Examples:
     >>> rebuild_tasks(spark, "data/lake")  # doctest: +SKIP
     TasksResult(reports=5210, tasks=1190, illegal=36, foreign=41, ...)
+    >>> refresh_tasks(spark, "data/lake", ["task-1f2e3d4c5b6a7980"])  # doctest: +SKIP
+    TasksResult(reports=4, tasks=1, illegal=0, foreign=0, ...)
 """
 
 from __future__ import annotations
@@ -18,22 +26,29 @@ import datetime as dt
 import functools
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_step
 from snap_spark.protocol.verdict import VALID
 
-#: Rows the fold tasks send back to the driver: one per data file written.
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: Rows the fold tasks send back to the driver: one per data file written (``table`` names
+#: the table, ``info`` is the file as JSON), and one of :data:`COUNTS` per Spark task.
 WRITTEN = pa.schema([pa.field("table", pa.string(), False), pa.field("info", pa.string())])
+
+#: ``table`` of a :data:`WRITTEN` row that counts what one Spark task folded.
+COUNTS = "_counts"
 
 
 @dataclass
 class TasksResult:
-    """What a rebuild wrote."""
+    """What a rebuild or a refresh wrote (for a refresh: the refreshed tasks only)."""
 
     reports: int = 0
     tasks: int = 0
@@ -100,12 +115,18 @@ def fold_partition(roots: dict[str, str], ingest_id: str, batches: Iterable[pa.R
     state: TaskState | None = None
     folded: list[TaskEvent] = []
     received: list[float | None] = []
+    counts = {"tasks": 0, "reports": 0, "illegal": 0, "foreign": 0}
 
     def finish() -> None:
         if state is None:
             return
         events_out.extend(event_row(e, state.context_id, received[e.seq]) for e in folded)
-        tasks_out.append(task_row(state, folded))
+        row = task_row(state, folded)
+        tasks_out.append(row)
+        counts["tasks"] += 1
+        counts["reports"] += row["reports"]
+        counts["illegal"] += row["illegal_transitions"]
+        counts["foreign"] += row["foreign_reports"]
         flush()
 
     try:
@@ -130,7 +151,8 @@ def fold_partition(roots: dict[str, str], ingest_id: str, batches: Iterable[pa.R
         raise
     if written:
         yield pa.RecordBatch.from_pylist(
-            [{"table": name, "info": json.dumps(dataclasses.asdict(f))} for name, f in written],
+            [{"table": name, "info": json.dumps(dataclasses.asdict(f))} for name, f in written]
+            + [{"table": COUNTS, "info": json.dumps(counts)}],
             schema=WRITTEN)
 
 
@@ -140,10 +162,98 @@ def rebuild_tasks(spark: Any, lake_dir: str) -> TasksResult:
 
     Raises:
         UsageError: the lake has no ``messages`` table.
+
+    Examples:
+        >>> rebuild_tasks(spark, "data/lake").tasks  # doctest: +SKIP
+        1190
     """
+    return _fold_tasks(spark, lake_dir, None)
+
+
+def refresh_tasks(spark: Any, lake_dir: str, task_ids: DataFrame | Collection[str]
+                  ) -> TasksResult:
+    """Fold again the tasks ``task_ids`` names, from every valid report of theirs in the
+    lake's ``messages``, and replace exactly their rows in ``task_events`` and ``tasks``
+    (one commit each); every other task keeps its rows, and a named task that has no
+    report any more leaves both tables. The tables are created when absent.
+
+    The fold is :func:`rebuild_tasks`'s own, so a task's rows are the ones a full rebuild
+    gives it, and running the same refresh again changes no row. ``task_ids`` is a
+    DataFrame with a ``task_id`` column, or a collection of ids; unknown ids and nulls are
+    fine. It is joined with ``messages`` and the tables (never spelled into a predicate),
+    so it may hold many ids.
+
+    What to pass after landing: the ``task_id`` of every ``messages`` row the run added
+    with ``verdict = 'valid'`` and a ``task_state`` (:func:`landed_task_ids`). A report
+    that arrives late (an earlier timestamp than reports already folded) is placed by the
+    re-fold. Only verdicts that change make other tasks stale: after a ``--reprocess``
+    rebuild in full instead.
+
+    Raises:
+        UsageError: the lake has no ``messages`` table.
+        ValueError: ``task_ids`` is a DataFrame without a ``task_id`` column, or a string.
+
+    Examples:
+        >>> refresh_tasks(spark, "data/lake", landed_task_ids(spark, "data/lake", [run_id]))
+        ... # doctest: +SKIP
+        TasksResult(reports=812, tasks=203, illegal=3, foreign=2, ...)
+        >>> refresh_tasks(spark, "data/lake", {"task-1f2e3d4c5b6a7980"}).tasks
+        ... # doctest: +SKIP
+        1
+    """
+    from pyspark.sql import DataFrame as SparkDataFrame
+    from pyspark.sql import functions as F
+
+    if isinstance(task_ids, SparkDataFrame):
+        if "task_id" not in task_ids.columns:
+            raise ValueError(f"task_ids has no task_id column (columns: {task_ids.columns})")
+        frame = task_ids.select(F.col("task_id").cast("string").alias("task_id"))
+    elif isinstance(task_ids, str | bytes):
+        raise ValueError("task_ids is one string: pass a collection of task ids")
+    else:
+        frame = spark.createDataFrame([(task_id,) for task_id in set(task_ids)],
+                                      "task_id string")
+    ids = frame.where(F.col("task_id").isNotNull()).distinct().persist()
+    try:
+        return _fold_tasks(spark, lake_dir, ids)
+    finally:
+        ids.unpersist()
+
+
+def landed_task_ids(spark: Any, lake_dir: str, ingest_ids: Collection[str]) -> DataFrame:
+    """The tasks that runs ``ingest_ids`` gave a valid state report, as a DataFrame of one
+    ``task_id`` column (distinct): what :func:`refresh_tasks` wants after those runs.
+
+    Examples:
+        >>> landed_task_ids(spark, "data/lake", ["6f1c..."]).count()  # doctest: +SKIP
+        203
+    """
+    from pyspark.sql import functions as F
+
+    from snap_spark import storage
+    from snap_spark.lake import get_lake
+
+    runs = spark.createDataFrame([(i,) for i in set(ingest_ids)], "ingest_id string")
+    return (
+        _state_reports(get_lake(spark).read(spark, storage.join(lake_dir, "messages")))
+        .join(F.broadcast(runs), "ingest_id", "left_semi")
+        .select("task_id")
+        .distinct()
+    )
+
+
+def _state_reports(messages: DataFrame) -> DataFrame:
+    """The ``messages`` rows the fold takes: valid, reporting one of the six states."""
+    from pyspark.sql import functions as F
+
+    return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
+
+
+def _fold_tasks(spark: Any, lake_dir: str, ids: DataFrame | None) -> TasksResult:
+    """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full with
+    ``replace_files``, or those tasks' rows with ``replace_keys``."""
     import time
 
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark import storage
@@ -165,9 +275,11 @@ def rebuild_tasks(spark: Any, lake_dir: str) -> TasksResult:
     ingest_id = uuid.uuid4().hex
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     roots = {name: lake.data_root(path, staging) for name, path in paths.items()}
+    reports = _state_reports(lake.read(spark, msg_path))
+    if ids is not None:
+        reports = reports.join(ids, "task_id", "left_semi")
     reports = (
-        lake.read(spark, msg_path)
-        .filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
+        reports
         .select("task_id", "context_id", "task_state", "sender", "msg_id", "timestamp",
                 "received_at", "source_file", "line_no")
         .repartition("task_id")
@@ -175,30 +287,39 @@ def rebuild_tasks(spark: Any, lake_dir: str) -> TasksResult:
     )
     result = TasksResult()
     files: dict[str, list[Any]] = {"task_events": [], "tasks": []}
+    job = "rebuild_tasks" if ids is None else "refresh_tasks"
     with run_marker(lake_dir, ingest_id):
         try:
             written = reports.mapInArrow(functools.partial(fold_partition, roots, ingest_id),
                                          from_arrow_schema(WRITTEN)).collect()
             for row in written:
-                files[row["table"]].append(data_file(row["info"]))
-            info = {"job": "rebuild_tasks", "ingest_id": ingest_id}
+                if row["table"] == COUNTS:
+                    counts = json.loads(row["info"])
+                    result.tasks += counts["tasks"]
+                    result.reports += counts["reports"]
+                    result.illegal += counts["illegal"]
+                    result.foreign += counts["foreign"]
+                else:
+                    files[row["table"]].append(data_file(row["info"]))
+            info = {"job": job, "ingest_id": ingest_id}
             for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
-                if lake.replace_files(spark, paths[name], roots[name], files[name],
-                                      schema=schema, partition_by=[],
-                                      app_id=batch_app_id([ingest_id, name]), version=1,
-                                      commit_info=info):
+                app_id = batch_app_id([ingest_id, name])
+                if ids is None:
+                    done = lake.replace_files(spark, paths[name], roots[name], files[name],
+                                              schema=schema, partition_by=[], app_id=app_id,
+                                              version=1, commit_info=info)
+                else:
+                    done = lake.replace_keys(spark, paths[name], roots[name], files[name],
+                                             keys=ids, schema=schema, partition_by=[],
+                                             app_id=app_id, version=1, commit_info=info)
+                if done:
                     files[name] = []
         finally:
             for name, leftovers in files.items():
                 delete_data_files(roots[name], leftovers)
             storage.delete_tree(staging)
-    from snap_spark.lake import table_rows
-
-    tasks = table_rows(paths["tasks"])
-    result.tasks = result.tasks_written = len(tasks)
-    result.reports = result.events_written = sum(int(t["reports"]) for t in tasks)
-    result.illegal = sum(int(t["illegal_transitions"]) for t in tasks)
-    result.foreign = sum(int(t["foreign_reports"]) for t in tasks)
+    result.tasks_written = result.tasks
+    result.events_written = result.reports
     result.seconds = time.monotonic() - started
     return result
 

@@ -125,3 +125,19 @@ def test_check_reads_a_folder_with_replay_across_its_files(tmp_path: Path) -> No
         ("a.jsonl", 1, None), ("a.jsonl", 2, 1003), ("b.jsonl", 1, 2006)]
     missing = run("check", str(tmp_path / "nope"))
     assert missing.returncode == 2 and b"no such file or folder" in missing.stderr
+
+
+def test_sample_writes_its_expected_tasks_beside_the_traffic(tmp_path: Path) -> None:
+    out = tmp_path / "s" / "traffic.jsonl"
+    proc = run("sample", "--agents", "4", "--messages", "1500", "--seed", "3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    beside = tmp_path / "s" / "traffic.expected-tasks.txt"
+    assert str(beside).encode() in proc.stderr
+    rows = [json.loads(line) for line in beside.read_text().splitlines()]
+    assert len(rows) > 50 and {r["state"] for r in rows} >= {"completed", "failed"}
+    chosen = tmp_path / "other" / "tasks.txt"
+    proc = run("sample", "--agents", "4", "--messages", "1500", "--seed", "3",
+               "--out", str(tmp_path / "again.jsonl"), "--tasks", str(chosen))
+    assert proc.returncode == 0, proc.stderr
+    assert chosen.read_bytes() == beside.read_bytes()
+    assert b"expected-tasks" in run("sample", "--help").stdout

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from snap_spark.lines import list_input_files
 from snap_spark.protocol.errors import IdentityInvalid
 from snap_spark.protocol.keys import decode_p2tr, tweak_private_key
 from snap_spark.protocol.signing import verify_message
@@ -27,7 +28,9 @@ from snap_spark.sample import (
     Label,
     SampleConfig,
     _Signer,
+    expected_tasks_path,
     generate,
+    read_expected_tasks,
     sample_agents,
     write_sample,
 )
@@ -337,6 +340,90 @@ def test_task_reports_follow_the_state_machine_except_labelled(
     labels = Counter(label.kind for _, label in labelled)
     for kind in ("task_non_owner", "task_illegal_transition"):
         assert found[kind] == labels[kind] > 5
+
+
+def reference_tasks(lines: list[bytes]) -> dict[str, dict[str, Any]]:
+    """The ``tasks`` rows §3 gives ``lines``, from :class:`ReferenceVerdicts` and a fold
+    written here from the rules (not the protocol's): valid responses reporting one of the
+    six states, per task by timestamp then receipt (then line), first sender owns."""
+    reference = ReferenceVerdicts()
+    reports: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for line_no, line in enumerate(lines, start=1):
+        if reference.verdict(line) is not None:
+            continue
+        msg, received_at = parse_line(line)
+        assert msg is not None
+        task = msg["payload"].get("task") if msg["type"] == "response" else None
+        if not isinstance(task, dict) or not isinstance(task.get("id"), str) or not task["id"]:
+            continue
+        status = task.get("status")
+        state = status.get("state") if isinstance(status, dict) else None
+        if state in _STATES:
+            receipt = msg["timestamp"] if received_at is None else received_at
+            reports[task["id"]].append((msg["timestamp"], receipt, line_no, msg["from"], state,
+                                        msg["id"], task.get("contextId")))
+    rows = {}
+    for task_id, items in reports.items():
+        items.sort()
+        row: dict[str, Any] = {"task_id": task_id, "context_id": items[0][6],
+                               "owner": items[0][3], "state": None, "reports": len(items),
+                               "transitions": 0, "illegal_transitions": 0,
+                               "foreign_reports": 0}
+        for timestamp, _, _, sender, state, message_id, _ in items:
+            if sender != row["owner"]:
+                row["foreign_reports"] += 1
+            elif row["state"] is None or (state != row["state"]
+                                          and state in _LEGAL[row["state"]]):
+                row["transitions"] += row["state"] is not None
+                row.update(state=state, state_timestamp=timestamp, last_message_id=message_id)
+            elif state != row["state"]:
+                row["illegal_transitions"] += 1
+        rows[task_id] = row
+    return rows
+
+
+@pytest.mark.parametrize("config", [
+    LABELLED,
+    SampleConfig(agents=3, messages=4000, seed=2, attack_share=0.4),
+    SampleConfig(agents=8, messages=8000, seed=19, attack_share=0.0),
+])
+def test_expected_tasks_are_what_the_rules_give_the_lines(config: SampleConfig) -> None:
+    sample = generate(config)
+    with pytest.raises(RuntimeError):
+        sample.expected_tasks()  # nothing read yet
+    lines = [line for line, _ in sample]
+    expected = [task.to_plain() for task in sample.expected_tasks()]
+    assert len({row["task_id"] for row in expected}) == len(expected) > 300
+    assert {row["task_id"]: row for row in expected} == reference_tasks(lines)
+    if config.attack_share:  # replays of reports are in the traffic, and do not count
+        replayed = sum(label.kind == "replay_in_window" for _, label in generate(config))
+        assert replayed > 10
+    assert sum(row["illegal_transitions"] for row in expected) > 3
+    assert sum(row["foreign_reports"] for row in expected) > 3
+
+
+def test_expected_tasks_file_sits_beside_the_traffic(tmp_path: Path) -> None:
+    config = SampleConfig(agents=5, messages=3000, seed=8)
+    out = tmp_path / "sample" / "traffic.jsonl.gz"
+    out.parent.mkdir()
+    write_sample(config, str(out), str(tmp_path / "sample" / "labels.jsonl"))
+    beside = tmp_path / "sample" / "traffic.expected-tasks.txt"
+    assert expected_tasks_path(str(out)) == str(beside)
+    sample = generate(config)
+    list(sample)
+    assert read_expected_tasks(str(beside)) == [t.to_plain() for t in sample.expected_tasks()]
+    first = json.loads(beside.read_text().splitlines()[0])
+    assert list(first) == ["task_id", "context_id", "owner", "state", "state_timestamp",
+                           "last_message_id", "reports", "transitions", "illegal_transitions",
+                           "foreign_reports"]
+    # landing or checking the folder reads the traffic (and the labels), never the expectation
+    assert str(beside) not in list_input_files([str(tmp_path / "sample")])
+    chosen = tmp_path / "elsewhere.txt"
+    write_sample(config, str(tmp_path / "t.jsonl"), tasks_path=str(chosen))
+    assert chosen.read_bytes() == beside.read_bytes()
+    assert not (tmp_path / "t.expected-tasks.txt").exists()
+    write_sample(config, str(tmp_path / "u.jsonl"), tasks_path=None)
+    assert not (tmp_path / "u.expected-tasks.txt").exists()
 
 
 def test_fast_signer_agrees_with_the_protocol_core() -> None:

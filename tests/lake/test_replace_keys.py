@@ -1,0 +1,159 @@
+"""``Lake.replace_keys`` on both backends: the rows of some keys replaced by staged files in
+one commit, every other row untouched; tables read back with delta-rs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from snap_spark.lake import DeltaRsLake, Lake, LakeSchemaError, PartitionedFileWriter, to_arrow
+from snap_spark.lake.common import marker_write_id
+from snap_spark.lake.files import DataFile
+from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.UTC
+AT = dt.datetime(2026, 2, 4, 1, 2, 3, 456789, tzinfo=UTC)
+SCHEMA = StructType([StructField("task_id", StringType()), StructField("seq", LongType()),
+                     StructField("state", StringType()), StructField("at", TimestampType()),
+                     StructField("day", DateType())])
+PARTITIONS = ["day"]
+D1, D2 = dt.date(2026, 2, 4), dt.date(2026, 2, 5)
+
+
+@pytest.fixture(params=["delta-rs", "delta-spark"])
+def lake(request: pytest.FixtureRequest, spark: SparkSession) -> Lake:
+    if request.param == "delta-rs":
+        return DeltaRsLake()
+    return delta_spark_lake(spark)
+
+
+def row(task: str, seq: int, state: str, day: dt.date = D1) -> dict[str, Any]:
+    return {"task_id": task, "seq": seq, "state": state,
+            "at": AT + dt.timedelta(seconds=seq), "day": day}
+
+
+def stage(lake: Lake, path: Path, rows: list[dict[str, Any]]) -> tuple[str, list[DataFile]]:
+    """Write ``rows`` where ``lake`` wants files for ``path``, as a batch job's tasks do."""
+    root = lake.data_root(str(path), str(path.parent / "_staging" / uuid.uuid4().hex))
+    schema = to_arrow(SCHEMA)
+    writer = PartitionedFileWriter(root, schema, PARTITIONS,
+                                   file_prefix=f"test-{uuid.uuid4().hex[:8]}")
+    if rows:
+        writer.write(pa.RecordBatch.from_pylist(rows, schema=schema))
+    return root, writer.close()
+
+
+def replace(spark: SparkSession, lake: Lake, path: Path, keys: list[str],
+            rows: list[dict[str, Any]], version: int, app_id: str = "refresh") -> bool:
+    root, files = stage(lake, path, rows)
+    frame = spark.createDataFrame([(k,) for k in keys], "task_id string")
+    return lake.replace_keys(spark, str(path), root, files, keys=frame, schema=SCHEMA,
+                             partition_by=PARTITIONS, app_id=app_id, version=version,
+                             commit_info={"job": "test"})
+
+
+def content(path: Path) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) for r in
+            delta_rows(path, "select task_id, seq, state, at, day from t order by task_id, seq")]
+
+
+def test_replace_keys_replaces_only_the_named_keys(spark: SparkSession, lake: Lake,
+                                                   tmp_path: Path) -> None:
+    path = tmp_path / "lake" / "tasks"
+    first = [row("a", 0, "submitted"), row("a", 1, "working", D2), row("b", 0, "working"),
+             row("c", 0, "completed", D2)]
+    assert replace(spark, lake, path, ["a", "b", "c"], first, 1)  # creates the table
+    assert content(path) == [tuple(r.values()) for r in first]
+    assert DeltaTable(str(path)).metadata().partition_columns == PARTITIONS
+
+    # a re-folded (one event fewer, new state), b gone, c untouched, d new; "zz" unknown
+    second = [row("a", 0, "completed", D2), row("d", 0, "working"), row("d", 1, "failed", D2)]
+    before = DeltaTable(str(path)).version()
+    assert replace(spark, lake, path, ["a", "b", "d", "zz", "a", None], second, 2)  # type: ignore[list-item]
+    table = DeltaTable(str(path))
+    assert table.version() == before + 1  # one commit
+    assert content(path) == [tuple(r.values()) for r in
+                             [second[0], first[3], second[1], second[2]]]
+    entry = table.history(1)[0]
+    assert marker_write_id(entry.get("userMetadata"))
+    assert json.loads(entry["userMetadata"])["info"] == {"job": "test"}
+    assert table.transaction_version("refresh") == 2
+    assert table_facts(path)["protocol"] == (1, 2)
+    if lake.name == "delta-rs":  # the merge copied the staged rows: no stray files left
+        listed = {Path(p).name for p in table.file_uris()}
+        on_disk = {p.name for p in path.rglob("*.parquet")}
+        assert on_disk <= listed | {Path(p).name for p in _removed(table)}
+
+    # the same transaction again: nothing changes; a later one with the same rows: same rows
+    assert not replace(spark, lake, path, ["a"], [], 2)
+    assert content(path) == [tuple(r.values()) for r in
+                             [second[0], first[3], second[1], second[2]]]
+    assert DeltaTable(str(path)).version() == before + 1
+    assert replace(spark, lake, path, ["a", "d"], second, 3)
+    assert len(content(path)) == 4
+
+    # many keys (a join, not a predicate), most unknown; no rows: those keys disappear
+    many = [f"k{i}" for i in range(5000)] + ["d"]
+    assert replace(spark, lake, path, many, [], 4)
+    assert content(path) == [tuple(r.values()) for r in [second[0], first[3]]]
+
+    # no keys, no rows; then keys the table does not hold: only the transaction is recorded
+    assert replace(spark, lake, path, [], [], 5)
+    assert DeltaTable(str(path)).transaction_version("refresh") == 5
+    assert replace(spark, lake, path, ["zz", "yy"], [], 6)
+    assert DeltaTable(str(path)).transaction_version("refresh") == 6
+    assert not replace(spark, lake, path, ["zz"], [], 6)
+    assert len(content(path)) == 2
+
+
+def _removed(table: DeltaTable) -> list[str]:
+    """Files earlier versions held (removed by later commits)."""
+    names: list[str] = []
+    for version in range(table.version() + 1):
+        names += DeltaTable(table.table_uri, version=version).file_uris()
+    return names
+
+
+def test_replace_keys_refuses_keys_of_other_types(spark: SparkSession, lake: Lake,
+                                                  tmp_path: Path) -> None:
+    path = tmp_path / "tasks"
+    assert replace(spark, lake, path, ["a"], [row("a", 0, "working")], 1)
+    root, files = stage(lake, path, [])
+    wrong = spark.createDataFrame([(1,)], StructType([StructField("task_id", LongType())]))
+    unknown = spark.createDataFrame([("x",)], StructType([StructField("nope", StringType())]))
+    for keys in (wrong, unknown):
+        with pytest.raises(LakeSchemaError):
+            lake.replace_keys(spark, str(path), root, files, keys=keys, schema=SCHEMA,
+                              partition_by=PARTITIONS, app_id="x", version=1)
+    assert content(path) == [tuple(row("a", 0, "working").values())]
+
+
+def test_both_backends_replace_to_equal_tables(spark: SparkSession, tmp_path: Path) -> None:
+    lakes: list[Lake] = [DeltaRsLake(), delta_spark_lake(spark)]
+    for lake in lakes:
+        path = tmp_path / lake.name / "tasks"
+        replace(spark, lake, path, ["a", "b"], [row("a", 0, "working"), row("b", 0, "failed")], 1)
+        replace(spark, lake, path, ["a", "c"], [row("a", 0, "completed", D2),
+                                                 row("c", 0, "working")], 2)
+    rs, ds = (tmp_path / name / "tasks" for name in ("delta-rs", "delta-spark"))
+    assert content(rs) == content(ds) == [tuple(r.values()) for r in [
+        row("a", 0, "completed", D2), row("b", 0, "failed"), row("c", 0, "working")]]
+    assert table_facts(rs) == table_facts(ds)
