@@ -285,6 +285,10 @@ class ReplayStateProcessor(StatefulProcessor):
         pass
 
     def _load(self) -> tuple[ReplayKeyState, int | None]:
+        # exists() first: most keys are new, and get() of a missing value logs a JVM
+        # warning per key; for the few existing keys it costs one more round trip.
+        if not self._value.exists():
+            return EMPTY_STATE, None
         stored = self._value.get()
         if stored is None:
             return EMPTY_STATE, None
