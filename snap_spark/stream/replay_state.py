@@ -26,12 +26,16 @@ wants the line looks up ``(sender, msg_id, received_at = duplicate_of)`` in the 
 
 **Watermark and late rows.** Measured on PySpark 4.0.1: when the column carrying the
 watermark reaches ``transformWithStateInPandas`` in ``EventTime`` mode, Spark drops input
-rows behind the watermark *before* the processor sees them (they count only in
-``stateOperators[0].numRowsDroppedByWatermark``). A candidate must never be dropped, so
-:func:`replay_verdicts` puts the watermark on a column derived from ``received_at`` and
-drops that column again before grouping: the watermark still advances (the
-``EventTimeWatermark`` node stays in the plan) and event-time timers still fire, but no row
-is filtered. ``tests/stream/test_replay_state.py`` checks both halves of that.
+rows behind the watermark *before* the processor sees them; they only count in
+``stateOperators[0].numRowsDroppedByWatermark``. The filter uses the watermark for late
+events, which is the *previous* micro-batch's watermark: in a batch that moves the
+watermark from ``W1`` to ``W2``, a row received in ``[W1, W2)`` still reaches the processor
+(whose ``TimerValues`` say ``W2``) and a row before ``W1`` is dropped. A candidate must
+never be dropped, so :func:`replay_verdicts` puts the watermark on a column derived from
+``received_at`` and drops that column again before grouping: the watermark still advances
+(the ``EventTimeWatermark`` node stays in the plan, and its progress is reported) and
+event-time timers still fire, but no row is filtered. ``tests/stream/test_replay_state.py``
+checks both halves.
 
 The watermark delay is ``lateness`` alone, not ``window + lateness``: the window is held in
 the state (``expire`` keeps the last accepted receipt time before the watermark as the
@@ -39,15 +43,20 @@ key's anchor), so a candidate received at or after the watermark is decided exac
 are the earlier rows it changes (they are all received after it, hence still kept). A
 larger delay would only keep state longer.
 
-**exact = false.** A row received before the batch's watermark (more than ``lateness``
-behind the newest receipt time seen in earlier batches) may belong to a key whose earlier
-candidates already left the state, or whose key was deleted; such a row is decided against
-what the state still knows (the anchor, else nothing), changes no other row, is not kept,
-and comes out with ``exact = false``. The caller must re-decide its key against the lake:
-take the key's candidates from the ``messages`` table plus this row, fold them in receipt
-order (:func:`snap_spark.protocol.replay.replayed_rows`), and update every row whose verdict
+**exact = false.** The processor sees the batch's watermark ``W`` (the newest receipt time
+of earlier batches minus ``lateness``). A row received before ``W`` whose key has no state
+(never seen, or deleted once its window passed), or received before the key's horizon (the
+watermark at which ``expire`` last dropped candidates of the key), cannot be decided
+exactly: what it would be compared with, or what it would change, may have left the state.
+It is decided against what the state still knows (the anchor, else nothing), changes no
+other row, is not kept, and comes out with ``exact = false``. Any other late row (its key
+still holds everything since before it) is decided exactly. The caller must re-decide the
+key of an ``exact = false`` row against the lake: take the key's candidates from the
+``messages`` table plus this row, fold them in receipt order
+(:func:`snap_spark.protocol.replay.replayed_rows`), and update every row whose verdict
 differs, this one included. Rows with ``exact = true`` equal the batch fold over every
-candidate offered so far, provided no candidate arrives behind the watermark.
+candidate offered so far, provided no candidate of their key arrives behind the watermark
+later (that one comes out ``exact = false``, and re-deciding its key repairs the others).
 
 **State layout.** One ``ValueState`` per key, :data:`STATE_SCHEMA`: the key's
 :class:`~snap_spark.protocol.replay.ReplayKeyState` as compact JSON
