@@ -147,13 +147,6 @@ STATE_NAME: Final = "replay"
 #: Column the watermark is defined on, dropped again before grouping (see module docstring).
 _WATERMARK_COLUMN: Final = "_replay_watermark_time"
 
-_OUTPUT_DTYPES: Final = {
-    "sender": "object", "msg_id": "object", "file_key": "object", "source_file": "object",
-    "line_no": "int64", "received_at": "float64", "code": "Int32", "duplicate_of": "Float64",
-    "changed": "bool", "exact": "bool",
-}
-
-
 def configure_state_store(spark: SparkSession) -> None:
     """Set the Spark settings :func:`replay_verdicts` needs, before its query starts.
 
@@ -381,20 +374,19 @@ class ReplayStateProcessor(StatefulProcessor):
 def _verdict_frame(sender: str, msg_id: str,
                    rows: list[tuple[ReplayCandidate, float | None, bool, bool]]
                    ) -> pd.DataFrame:
-    """Output rows of one key as a :data:`VERDICT_SCHEMA` frame."""
-    codes = [DUPLICATE if dup is not None else c.auth_code for c, dup, _, _ in rows]
-    refs = [c.ref for c, _, _, _ in rows]
-    columns: dict[str, list[Any]] = {
-        "sender": [sender] * len(rows),
-        "msg_id": [msg_id] * len(rows),
-        "file_key": [ref[0] for ref in refs],  # type: ignore[index]
-        "source_file": [c.order[0] for c, _, _, _ in rows],
-        "line_no": [ref[1] for ref in refs],  # type: ignore[index]
-        "received_at": [c.received_at for c, _, _, _ in rows],
-        "code": codes,
-        "duplicate_of": [dup for _, dup, _, _ in rows],
-        "changed": [flag for _, _, flag, _ in rows],
-        "exact": [exact for _, _, _, exact in rows],
-    }
-    return pd.DataFrame({name: pd.Series(values, dtype=_OUTPUT_DTYPES[name])
-                         for name, values in columns.items()})
+    """Output rows of one key as a :data:`VERDICT_SCHEMA` frame.
+
+    Built from plain tuples (a typed column per field costs four times as much per key);
+    Arrow casts the inferred columns to the output schema (a ``code`` column of ints and
+    nulls arrives as floats, cast back exactly).
+
+    Examples:
+        >>> c = ReplayCandidate(20.0, None, ["fk", 2], ("f", 2))
+        >>> _verdict_frame("a", "m", [(c, 10.0, False, True)]).to_dict("records")[0]["code"]
+        2006
+    """
+    return pd.DataFrame(
+        [(sender, msg_id, c.ref[0], c.order[0], c.ref[1], c.received_at,  # type: ignore[index]
+          DUPLICATE if dup is not None else c.auth_code, dup, changed, exact)
+         for c, dup, changed, exact in rows],
+        columns=VERDICT_COLUMNS)
