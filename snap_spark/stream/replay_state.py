@@ -169,7 +169,13 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float) ->
     of a checkpoint. ``lateness`` (seconds) is how far behind the newest receipt time seen
     a candidate may arrive and still be decided exactly; later ones come out
     ``exact = false`` (see the module docstring for what the caller then does). Every input
-    row gets exactly one ``changed = false`` output row.
+    row gets exactly one ``changed = false`` output row; a row offered twice (a file landed
+    again) is a second copy to the rule, so sources must offer each line once.
+
+    The only watermark should be the one set here: columns other than the candidate ones
+    are dropped before grouping (a watermark column reaching the operator would make Spark
+    drop late rows), but a watermark defined upstream still joins Spark's global watermark
+    (the minimum by default) and so holds state longer.
 
     Raises:
         ValueError: ``window`` or ``lateness`` is negative, NaN or infinite.
