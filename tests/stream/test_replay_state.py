@@ -192,7 +192,7 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path) ->
     c = Candidates(seed=11)
     span = 6 * WINDOW
     generated = c.generated(n_keys=60, span=span)
-    drops = split_drops(c.rng, generated, 5, span, late_share=0.25)
+    drops = split_drops(c.rng, generated, 5, span, late_share=0.4)
     first, second, named = late_original_cases(c)
     drops[0] += first
     drops[1] += second
@@ -217,7 +217,8 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path) ->
     assert changed[row_id(named["b_accepted"])]["duplicate_of"] == T0 + 90.0
     assert expected[row_id(named["forged_first"])] == (2001, None)
     assert expected[row_id(named["genuine_repeat"])][0] == 2006
-    assert len(changed) > len(named) - 5  # generated late copies changed rows too
+    hand_made = {row_id(r) for r in named.values()}
+    assert len(set(changed) - hand_made) >= 5  # generated late copies changed rows too
     assert all(r["exact"] for _, rows in batches for r in rows)
 
 
