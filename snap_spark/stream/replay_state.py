@@ -1,0 +1,400 @@
+"""The replay window (check 6) held in Structured Streaming state.
+
+:func:`replay_verdicts` turns a stream of *replay candidates* (messages that passed checks
+1–5, one row each, :data:`CANDIDATE_SCHEMA`) into a stream of replay verdicts
+(:data:`VERDICT_SCHEMA`). It groups by ``(sender, msg_id)`` and runs
+:class:`ReplayStateProcessor` with ``transformWithStateInPandas`` in ``EventTime`` mode; the
+processor only stores, steps and expires state: the rule itself is
+:func:`snap_spark.protocol.replay.replay_step` and :func:`~snap_spark.protocol.replay.expire`,
+the same code the batch fold runs.
+
+Output, per micro-batch:
+
+- one row per input row of the batch (``changed = false``): its verdict, ``code`` 2006 (with
+  ``duplicate_of``, the receipt time of the accepted copy) or its own check-7/8 code
+  (``None`` when it passes);
+- one row per row of an *earlier* batch whose verdict this batch changed
+  (``changed = true``): a late, earlier-received copy re-decides its key, so an accepted
+  copy can become a 2006 and a former 2006 can be accepted or get back its own code. A sink
+  must upsert by ``(file_key, line_no)``, later batches winning.
+
+The detail of a 2006 is ``duplicate_detail(duplicate_of, received_at, window)``
+(:func:`snap_spark.protocol.replay.duplicate_detail`). The accepted line itself is not named:
+once its candidate has left the state only its receipt time is kept (the ``anchor``), so a
+column naming it would be null in exactly the cases a reader would want it; a caller that
+wants the line looks up ``(sender, msg_id, received_at = duplicate_of)`` in the lake.
+
+**Watermark and late rows.** Measured on PySpark 4.0.1: when the column carrying the
+watermark reaches ``transformWithStateInPandas`` in ``EventTime`` mode, Spark drops input
+rows behind the watermark *before* the processor sees them; they only count in
+``stateOperators[0].numRowsDroppedByWatermark``. The filter uses the watermark for late
+events, which is the *previous* micro-batch's watermark: in a batch that moves the
+watermark from ``W1`` to ``W2``, a row received in ``[W1, W2)`` still reaches the processor
+(whose ``TimerValues`` say ``W2``) and a row before ``W1`` is dropped. A candidate must
+never be dropped, so :func:`replay_verdicts` puts the watermark on a column derived from
+``received_at`` and drops that column again before grouping: the watermark still advances
+(the ``EventTimeWatermark`` node stays in the plan, and its progress is reported) and
+event-time timers still fire, but no row is filtered. ``tests/stream/test_replay_state.py``
+checks both halves.
+
+The watermark delay is ``lateness`` alone, not ``window + lateness``: the window is held in
+the state (``expire`` keeps the last accepted receipt time before the watermark as the
+key's anchor), so a candidate received at or after the watermark is decided exactly, and so
+are the earlier rows it changes (they are all received after it, hence still kept). A
+larger delay would only keep state longer.
+
+**exact = false.** The processor sees the batch's watermark ``W`` (the newest receipt time
+of earlier batches minus ``lateness``). A row received before ``W`` whose key has no state
+(never seen, or deleted once its window passed), or received before the key's horizon (the
+watermark at which ``expire`` last dropped candidates of the key), cannot be decided
+exactly: what it would be compared with, or what it would change, may have left the state.
+It is decided against what the state still knows (the anchor, else nothing), changes no
+other row, is not kept, and comes out with ``exact = false``. Any other late row (its key
+still holds everything since before it) is decided exactly. The caller must re-decide the
+key of an ``exact = false`` row against the lake: take the key's candidates from the
+``messages`` table plus this row, fold them in receipt order
+(:func:`snap_spark.protocol.replay.replayed_rows`), and update every row whose verdict
+differs, this one included. Rows with ``exact = true`` equal the batch fold over every
+candidate offered so far, provided no candidate of their key arrives behind the watermark
+later (that one comes out ``exact = false``, and re-deciding its key repairs the others).
+
+**State layout.** One ``ValueState`` per key, :data:`STATE_SCHEMA`: the key's
+:class:`~snap_spark.protocol.replay.ReplayKeyState` as compact JSON
+(:meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`; each candidate is
+``[received_at, auth_code, [file_key, line_no], [source_file, line_no], duplicate_of]``),
+and the expiry of the key's one event-time timer. Each batch first calls ``expire`` at the
+batch's watermark; the timer is set just after ``max(newest candidate, anchor) + window``,
+when ``expire`` empties the state, and the row is deleted then. So the number of state rows
+is the number of keys with a candidate received within ``window + lateness`` of the newest
+receipt time, whatever the history. JSON was chosen over a nested struct: the state is
+written whole on every change, a single string crosses the Python/JVM boundary as one
+pickled value instead of a row of arrays the JVM converts field by field, and it is the
+form ``to_plain``/``from_plain`` already round-trip.
+
+**applyInPandasWithState** still fails on the installed pyarrow 26.0.1: the first
+micro-batch stops with ``TypeError: 'float' object cannot be interpreted as an integer`` in
+``pyarrow.lib.RecordBatch.slice`` (measured 2026-11 with a one-column count processor), so
+nothing here uses it.
+
+Spark settings: the RocksDB state store provider (``transformWithStateInPandas`` needs it:
+without it, ``STATE_STORE_MULTIPLE_COLUMN_FAMILIES``), set by :func:`configure_state_store`
+before the query starts; ``protobuf>=5.28.3,<6`` installed in the Python workers.
+
+Examples:
+    >>> verdicts = replay_verdicts(candidates, window=120.0, lateness=600.0)  # doctest: +SKIP
+    >>> configure_state_store(spark)  # doctest: +SKIP
+    >>> query = (verdicts.writeStream.foreachBatch(upsert_verdicts)  # doctest: +SKIP
+    ...          .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    >>> query.awaitTermination(); state_rows(query.lastProgress)  # doctest: +SKIP
+    42
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+    ValueState,
+)
+
+from snap_spark.protocol.replay import (
+    EMPTY_STATE,
+    ReplayCandidate,
+    ReplayKeyState,
+    ReplayVerdict,
+    expire,
+    replay_step,
+)
+from snap_spark.protocol.verdict import DUPLICATE
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Spark setting naming the state store provider, and the provider
+#: ``transformWithStateInPandas`` needs (it keeps several column families per operator).
+STATE_STORE_PROVIDER_CONF: Final = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB_PROVIDER: Final = (
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+
+#: Input rows of :func:`replay_verdicts`: one per replay candidate. ``auth_code`` is the
+#: check-7/8 code (2002, 2001), null when those checks pass.
+CANDIDATE_SCHEMA: Final = (
+    "sender string, msg_id string, received_at double, auth_code int, source_file string, "
+    "line_no long, file_key string")
+CANDIDATE_COLUMNS: Final = ("sender", "msg_id", "received_at", "auth_code", "source_file",
+                            "line_no", "file_key")
+
+#: Output rows of :func:`replay_verdicts` (see the module docstring).
+VERDICT_SCHEMA: Final = (
+    "sender string, msg_id string, file_key string, source_file string, line_no long, "
+    "received_at double, code int, duplicate_of double, changed boolean, exact boolean")
+VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_no",
+                          "received_at", "code", "duplicate_of", "changed", "exact")
+
+#: One row per key: the key's ReplayKeyState as JSON, and its timer (epoch milliseconds).
+STATE_SCHEMA: Final = "state string, timer_ms long"
+STATE_NAME: Final = "replay"
+
+#: Column the watermark is defined on, dropped again before grouping (see module docstring).
+_WATERMARK_COLUMN: Final = "_replay_watermark_time"
+
+def configure_state_store(spark: SparkSession) -> None:
+    """Set the Spark settings :func:`replay_verdicts` needs, before its query starts.
+
+    The RocksDB state store provider; a query's checkpoint records the provider it started
+    with, so a restarted query keeps it.
+
+    Examples:
+        >>> configure_state_store(spark)  # doctest: +SKIP
+        >>> spark.conf.get(STATE_STORE_PROVIDER_CONF) == ROCKSDB_PROVIDER  # doctest: +SKIP
+        True
+    """
+    spark.conf.set(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
+
+
+def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float) -> DataFrame:
+    """Replay verdicts of a stream of candidates (:data:`CANDIDATE_SCHEMA` columns; others
+    are ignored), as a stream of :data:`VERDICT_SCHEMA` rows (append mode).
+
+    ``window`` is the replay window (seconds of receipt time), the same for the whole life
+    of a checkpoint. ``lateness`` (seconds) is how far behind the newest receipt time seen
+    a candidate may arrive and still be decided exactly; later ones come out
+    ``exact = false`` (see the module docstring for what the caller then does). Every input
+    row gets exactly one ``changed = false`` output row; a row offered twice (a file landed
+    again) is a second copy to the rule, so sources must offer each line once.
+
+    The only watermark should be the one set here: columns other than the candidate ones
+    are dropped before grouping (a watermark column reaching the operator would make Spark
+    drop late rows), but a watermark defined upstream still joins Spark's global watermark
+    (the minimum by default) and so holds state longer.
+
+    Raises:
+        ValueError: ``window`` or ``lateness`` is negative, NaN or infinite.
+
+    Examples:
+        >>> candidates = spark.readStream.schema(CANDIDATE_SCHEMA).json("in/")  # doctest: +SKIP
+        >>> out = replay_verdicts(candidates, window=120.0, lateness=600.0)  # doctest: +SKIP
+        >>> out.columns == list(VERDICT_COLUMNS)  # doctest: +SKIP
+        True
+    """
+    for name, value in (("window", window), ("lateness", lateness)):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    delay_ms = math.ceil(lateness * 1000)
+    watermarked = (
+        candidates_df.select(*CANDIDATE_COLUMNS)
+        .withColumn(_WATERMARK_COLUMN, F.timestamp_seconds("received_at"))
+        .withWatermark(_WATERMARK_COLUMN, f"{delay_ms} milliseconds")
+        # Spark would drop rows behind the watermark before the processor if the column
+        # carrying it reached the operator: the watermark must not filter, only advance.
+        .drop(_WATERMARK_COLUMN)
+    )
+    return watermarked.groupBy("sender", "msg_id").transformWithStateInPandas(
+        statefulProcessor=ReplayStateProcessor(window),
+        outputStructType=VERDICT_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+
+
+def state_rows(progress: Mapping[str, Any] | None) -> int | None:
+    """Rows in the stateful operators' state after the batch ``progress`` describes
+    (``StreamingQuery.lastProgress`` or an entry of ``recentProgress``), ``None`` when there
+    is no progress yet or the query has no stateful operator.
+
+    Examples:
+        >>> state_rows({"stateOperators": [{"numRowsTotal": 7}]})
+        7
+        >>> state_rows(None) is None, state_rows({"stateOperators": []}) is None
+        (True, True)
+    """
+    if not progress:
+        return None
+    operators = progress.get("stateOperators") or []
+    if not operators:
+        return None
+    return sum(int(op["numRowsTotal"]) for op in operators)
+
+
+def encode_state(state: ReplayKeyState) -> str:
+    """The JSON text a key's state is stored as.
+
+    Examples:
+        >>> _, s = replay_step(EMPTY_STATE, ReplayCandidate(10.0, None, ["k", 1], ("f", 1)))
+        >>> encode_state(s)
+        '{"candidates":[[10.0,null,["k",1],["f",1],null]],"anchor":null,"horizon":null}'
+        >>> decode_state(encode_state(s)) == s
+        True
+    """
+    return orjson.dumps(state.to_plain()).decode()
+
+
+def decode_state(text: str) -> ReplayKeyState:
+    """The state :func:`encode_state` wrote."""
+    return ReplayKeyState.from_plain(orjson.loads(text))
+
+
+def expiry_ms(state: ReplayKeyState, window: float) -> int:
+    """Event time (epoch ms) of the timer after which ``expire`` empties ``state``: just
+    past ``max(newest candidate, anchor) + window`` (the margin absorbs float rounding).
+
+    Examples:
+        >>> _, s = replay_step(EMPTY_STATE, ReplayCandidate(10.0, None))
+        >>> expiry_ms(s, 120.0)
+        130001
+        >>> expire(s, 130001 / 1000, 120.0).is_empty
+        True
+    """
+    times = [c.received_at for c in state.candidates[-1:]]
+    if state.anchor is not None:
+        times.append(state.anchor)
+    return math.ceil((max(times) + window) * 1000) + 1
+
+
+def _watermark(timer_values: TimerValues) -> float | None:
+    """The batch's event-time watermark in seconds, ``None`` before the first one."""
+    ms = timer_values.getCurrentWatermarkInMs()
+    return ms / 1000 if ms > 0 else None
+
+
+def _row_id(ref: Any) -> tuple[str, int]:
+    """``(file_key, line_no)`` of a candidate's ``ref``."""
+    file_key, line_no = ref
+    return str(file_key), int(line_no)
+
+
+class ReplayStateProcessor(StatefulProcessor):
+    """``transformWithStateInPandas`` processor keyed by ``(sender, msg_id)``: steps each
+    candidate with :func:`~snap_spark.protocol.replay.replay_step`, expires at the
+    watermark, deletes empty keys (see the module docstring for state and output).
+
+    Examples:
+        >>> ReplayStateProcessor(120.0).window
+        120.0
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = float(window)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
+        self._value: ValueState = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+
+    def close(self) -> None:
+        pass
+
+    def _load(self) -> tuple[ReplayKeyState, int | None]:
+        # exists() first: most keys are new, and get() of a missing value logs a JVM
+        # warning per key; for the few existing keys it costs one more round trip.
+        if not self._value.exists():
+            return EMPTY_STATE, None
+        stored = self._value.get()
+        if stored is None:
+            return EMPTY_STATE, None
+        return decode_state(stored[0]), (None if stored[1] is None else int(stored[1]))
+
+    def _save(self, state: ReplayKeyState, timer_ms: int | None) -> None:
+        """Store ``state`` (or delete the key when it is empty) and keep one timer."""
+        if state.is_empty:
+            if timer_ms is not None:
+                self._handle.deleteTimer(timer_ms)
+            self._value.clear()
+            return
+        wanted = expiry_ms(state, self.window)
+        if wanted != timer_ms:
+            if timer_ms is not None:
+                self._handle.deleteTimer(timer_ms)
+            self._handle.registerTimer(wanted)
+        self._value.update((encode_state(state), wanted))
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        sender, msg_id = key
+        records: list[tuple[Any, ...]] = []
+        for frame in rows:
+            records.extend(zip(frame["received_at"].tolist(), frame["source_file"].tolist(),
+                               frame["line_no"].tolist(), frame["auth_code"].tolist(),
+                               frame["file_key"].tolist(), strict=True))
+        # Fold order within the batch, so no step changes a row of this batch (sorting
+        # tuples in Python: pandas' sort_values costs ~0.5 ms even for the usual one row).
+        if len(records) > 1:
+            records.sort(key=lambda r: (r[0], r[1], r[2]))
+        watermark = _watermark(timerValues)
+        state, timer_ms = self._load()
+        if watermark is not None:
+            state = expire(state, watermark, self.window)
+            if state.is_empty:
+                # Nothing known about the key: what was received before the watermark may
+                # have been dropped, so rows behind it must come out inexact.
+                state = ReplayKeyState(horizon=watermark)
+        before = state
+        out: list[tuple[ReplayCandidate, float | None, bool, bool]] = []
+        position: dict[tuple[str, int], int] = {}  # row of this batch -> its place in out
+        changed: dict[tuple[str, int], ReplayVerdict] = {}
+        window = self.window
+        for received_at, source_file, line_no, auth_code, file_key in records:
+            # pandas hands a nullable int column over as floats with NaN for null
+            code = None if auth_code is None or auth_code != auth_code else int(auth_code)
+            candidate = ReplayCandidate(float(received_at), code, [file_key, int(line_no)],
+                                        (source_file, int(line_no)))
+            decision, state = replay_step(state, candidate, window)
+            for verdict in decision.changed:
+                row_id = _row_id(verdict.ref)
+                if row_id in position:  # not expected in fold order; kept exact all the same
+                    at = position[row_id]
+                    out[at] = (out[at][0], verdict.duplicate_of, False, out[at][3])
+                else:
+                    changed[row_id] = verdict
+            position[(file_key, int(line_no))] = len(out)
+            out.append((candidate, decision.duplicate_of, False, decision.exact))
+        self._save(state, timer_ms)
+        if changed:
+            # Report a row of an earlier batch once, and only if its verdict really moved.
+            was = {_row_id(c.ref): d for c, d in zip(before.candidates, before.duplicate_of,
+                                                     strict=True)}
+            out.extend((v.candidate, v.duplicate_of, True, True) for row_id, v in changed.items()
+                       if row_id in was and was[row_id] != v.duplicate_of)
+        yield _verdict_frame(sender, msg_id, out)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        stored = self._load()
+        watermark = _watermark(timerValues)
+        if watermark is not None and stored[1] is not None:
+            state = expire(stored[0], watermark, self.window)
+            # Spark deletes the timer that fired; only a different one is still pending.
+            pending = stored[1] if stored[1] != expiredTimerInfo.getExpiryTimeInMs() else None
+            self._save(state, pending)
+        yield from ()
+
+
+def _verdict_frame(sender: str, msg_id: str,
+                   rows: list[tuple[ReplayCandidate, float | None, bool, bool]]
+                   ) -> pd.DataFrame:
+    """Output rows of one key as a :data:`VERDICT_SCHEMA` frame.
+
+    Built from plain tuples (a typed column per field costs four times as much per key);
+    Arrow casts the inferred columns to the output schema (a ``code`` column of ints and
+    nulls arrives as floats, cast back exactly).
+
+    Examples:
+        >>> c = ReplayCandidate(20.0, None, ["fk", 2], ("f", 2))
+        >>> _verdict_frame("a", "m", [(c, 10.0, False, True)]).to_dict("records")[0]["code"]
+        2006
+    """
+    return pd.DataFrame(
+        [(sender, msg_id, c.ref[0], c.order[0], c.ref[1], c.received_at,  # type: ignore[index]
+          DUPLICATE if dup is not None else c.auth_code, dup, changed, exact)
+         for c, dup, changed, exact in rows],
+        columns=VERDICT_COLUMNS)

@@ -1,0 +1,367 @@
+"""The replay window in streaming state against the batch fold, on real Structured Streaming.
+
+Each test writes candidate rows as JSON files ("drops"), reads them with the file source one
+file per micro-batch (``maxFilesPerTrigger=1``, files ordered by modification time) under
+``trigger(availableNow=True)``, and collects the verdicts with ``foreachBatch``. A stream's
+final verdict of a row is its last output row (later batches win, as in an upserting sink).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from snap_spark.protocol.replay import duplicate_detail, replayed_rows
+from snap_spark.stream.replay_state import (
+    CANDIDATE_SCHEMA,
+    VERDICT_SCHEMA,
+    ReplayStateProcessor,
+    configure_state_store,
+    replay_verdicts,
+    state_rows,
+)
+
+pytestmark = pytest.mark.spark
+
+WINDOW = 120.0
+T0 = 1_700_000_000.0  # receipt times are unix seconds
+Row = dict[str, Any]
+RowId = tuple[str, int]
+
+
+class Drops:
+    """A landing folder the test drops candidate files into, in arrival order."""
+
+    def __init__(self, root: Path) -> None:
+        self.src = root / "landing"
+        self.src.mkdir(parents=True)
+        self.staging = root / "staging"
+        self.staging.mkdir()
+        self.count = 0
+        self.mtime = time.time()
+
+    def write(self, rows: Sequence[Row]) -> None:
+        name = f"drop-{self.count:03d}.json"
+        staged = self.staging / name
+        staged.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        self.mtime += 10  # the file source takes the oldest file first
+        os.utime(staged, (self.mtime, self.mtime))
+        staged.rename(self.src / name)  # a file appears whole
+        self.count += 1
+
+
+def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, lateness: float
+               ) -> tuple[list[tuple[int, list[Row]]], list[Any]]:
+    """Run the replay query over what was dropped so far: ``(batch id, rows)`` per batch,
+    and the query's progress reports."""
+    configure_state_store(spark)
+    batches: list[tuple[int, list[Row]]] = []
+    candidates = (spark.readStream.schema(CANDIDATE_SCHEMA).option("maxFilesPerTrigger", 1)
+                  .json(str(drops.src)))
+    query = (replay_verdicts(candidates, window, lateness).writeStream
+             .foreachBatch(lambda df, batch_id: batches.append(
+                 (batch_id, [r.asDict() for r in df.collect()])))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return batches, list(query.recentProgress)
+
+
+def final_verdicts(batches: Sequence[tuple[int, list[Row]]], window: float
+                   ) -> dict[RowId, tuple[int | None, str | None]]:
+    """``(code, 2006 detail)`` per row: the last verdict the stream gave it."""
+    final: dict[RowId, tuple[int | None, str | None]] = {}
+    for _, rows in sorted(batches, key=lambda b: b[0]):
+        for r in rows:
+            detail = (None if r["duplicate_of"] is None else
+                      duplicate_detail(r["duplicate_of"], r["received_at"], window))
+            final[(r["file_key"], r["line_no"])] = (r["code"], detail)
+    return final
+
+
+def fold_verdicts(candidates: Sequence[Row], window: float
+                  ) -> dict[RowId, tuple[int | None, str | None]]:
+    """The batch fold over every candidate, in input order ``(source_file, line_no)``."""
+    rows = sorted(candidates, key=lambda c: (c["source_file"], c["line_no"]))
+    dups = dict(replayed_rows([c["sender"] for c in rows], [c["msg_id"] for c in rows],
+                              [c["received_at"] for c in rows],
+                              [c["auth_code"] for c in rows], window))
+    return {(c["file_key"], c["line_no"]): (2006, dups[i]) if i in dups else
+            (c["auth_code"], None) for i, c in enumerate(rows)}
+
+
+def check_batches(batches: Sequence[tuple[int, list[Row]]], dropped: Sequence[Row]) -> None:
+    """Every candidate has exactly one ``changed=false`` row, and ``changed=true`` rows name
+    rows of earlier batches whose verdict really moved."""
+    own = [(r["file_key"], r["line_no"]) for _, rows in batches for r in rows
+           if not r["changed"]]
+    assert sorted(own) == sorted((c["file_key"], c["line_no"]) for c in dropped)
+    last: dict[RowId, tuple[Any, Any]] = {}
+    for _, rows in sorted(batches, key=lambda b: b[0]):
+        for r in rows:
+            row_id = (r["file_key"], r["line_no"])
+            verdict = (r["code"], r["duplicate_of"])
+            if r["changed"]:
+                assert row_id in last, f"changed row {row_id} was never decided before"
+                assert last[row_id] != verdict, f"changed row {row_id} did not change"
+            last[row_id] = verdict
+
+
+class Candidates:
+    """Candidate rows with unique ``(file_key, line_no)`` and varied input order."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.line = 0
+
+    def row(self, sender: str, msg_id: str, at: float, code: int | None = None,
+            source_file: str | None = None) -> Row:
+        self.line += 1
+        source_file = source_file or self.rng.choice(["in/a.jsonl", "in/b.jsonl", "in/c.jsonl"])
+        return {"sender": sender, "msg_id": msg_id, "received_at": at, "auth_code": code,
+                "source_file": source_file, "line_no": self.line,
+                "file_key": "fk-" + source_file.rsplit("/", 1)[-1]}
+
+    def generated(self, n_keys: int, span: float) -> list[Row]:
+        """Keys with repeats within and beyond the window, forged copies before genuine
+        ones, equal receipt times, copies exactly one window apart."""
+        rows: list[Row] = []
+        offsets = [0.0, 0.0, 1.0, 30.0, WINDOW, WINDOW + 0.5, 1.5 * WINDOW, 3 * WINDOW]
+        for k in range(n_keys):
+            sender, msg_id = f"agent{k % 5}", f"m{k}"
+            t0 = T0 + self.rng.uniform(0, span)
+            if self.rng.random() < 0.25:  # a forgery seen first
+                rows.append(self.row(sender, msg_id, t0 - self.rng.choice([0.0, 2.0]), 2001))
+            for _ in range(self.rng.randint(1, 4)):
+                code = self.rng.choice([None, None, None, None, 2001, 2002])
+                rows.append(self.row(sender, msg_id, t0 + self.rng.choice(offsets), code))
+        return rows
+
+
+def split_drops(rng: random.Random, rows: Sequence[Row], n: int, span: float,
+                late_share: float) -> list[list[Row]]:
+    """Rows into ``n`` drops by receipt time, a share of them moved to a later drop (a later
+    drop then holds earlier-received copies); rows within a drop are shuffled."""
+    drops: list[list[Row]] = [[] for _ in range(n)]
+    for r in rows:
+        d = min(n - 1, max(0, int((r["received_at"] - T0) / span * n)))
+        if rng.random() < late_share:
+            d = rng.randint(d, n - 1)
+        drops[d].append(r)
+    for d in drops:
+        rng.shuffle(d)
+    return drops
+
+
+def late_original_cases(c: Candidates) -> tuple[list[Row], list[Row], dict[str, Row]]:
+    """Hand-made keys whose earlier-received copies arrive one drop late."""
+    first = {
+        "accepted_then_dup": c.row("agentX", "late-a", T0 + 100.0, source_file="in/z.jsonl"),
+        "dup_then_valid": c.row("agentX", "late-b", T0 + 215.0, source_file="in/z.jsonl"),
+        "b_accepted": c.row("agentX", "late-b", T0 + 100.0, source_file="in/z.jsonl"),
+        "forged_first": c.row("agentX", "forged", T0 + 10.0, 2001),
+        "genuine": c.row("agentX", "forged", T0 + 20.0),
+    }
+    second = {
+        "a_original": c.row("agentX", "late-a", T0 + 50.0),
+        "b_original": c.row("agentX", "late-b", T0 + 90.0),
+        "genuine_repeat": c.row("agentX", "forged", T0 + 140.0),  # exactly one window later
+    }
+    return list(first.values()), list(second.values()), {**first, **second}
+
+
+def changed_rows(batches: Sequence[tuple[int, list[Row]]]) -> dict[RowId, Row]:
+    return {(r["file_key"], r["line_no"]): r for _, rows in batches for r in rows
+            if r["changed"]}
+
+
+def row_id(r: Row) -> RowId:
+    return (r["file_key"], r["line_no"])
+
+
+def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path) -> None:
+    c = Candidates(seed=11)
+    span = 6 * WINDOW
+    generated = c.generated(n_keys=60, span=span)
+    drops = split_drops(c.rng, generated, 5, span, late_share=0.4)
+    first, second, named = late_original_cases(c)
+    drops[0] += first
+    drops[1] += second
+    landing = Drops(tmp_path)
+    for rows in drops:
+        landing.write(rows)
+    everything = [r for rows in drops for r in rows]
+
+    batches, _ = run_stream(spark, landing, tmp_path / "ckpt", WINDOW, lateness=10 * span)
+
+    check_batches(batches, everything)
+    expected = fold_verdicts(everything, WINDOW)
+    got = final_verdicts(batches, WINDOW)
+    assert got == expected
+    assert sum(code == 2006 for code, _ in expected.values()) > 20  # the set is not trivial
+    # The hand-made keys: the earlier rows' new verdicts come out as changed rows.
+    changed = changed_rows(batches)
+    a = changed[row_id(named["accepted_then_dup"])]
+    assert (a["code"], a["duplicate_of"], a["exact"]) == (2006, T0 + 50.0, True)
+    b = changed[row_id(named["dup_then_valid"])]  # 215 - 90 > 120: accepted after all
+    assert (b["code"], b["duplicate_of"]) == (None, None)
+    assert changed[row_id(named["b_accepted"])]["duplicate_of"] == T0 + 90.0
+    assert expected[row_id(named["forged_first"])] == (2001, None)
+    assert expected[row_id(named["genuine_repeat"])][0] == 2006
+    hand_made = {row_id(r) for r in named.values()}
+    assert len(set(changed) - hand_made) >= 5  # generated late copies changed rows too
+    assert all(r["exact"] for _, rows in batches for r in rows)
+
+
+def test_restart_on_the_same_checkpoint_keeps_the_state(spark: Any, tmp_path: Path) -> None:
+    c = Candidates(seed=23)
+    span = 4 * WINDOW
+    drops = split_drops(c.rng, c.generated(n_keys=40, span=span), 4, span, late_share=0.2)
+    # Copies whose verdict depends on a copy the first query saw.
+    kept = c.row("agentY", "across", T0 + span + 10.0)
+    repeat = c.row("agentY", "across", T0 + span + 60.0)
+    original = c.row("agentY", "late-across", T0 + span + 30.0)
+    earlier = c.row("agentY", "late-across", T0 + span + 20.0)
+    drops[1].append(kept)
+    drops[1].append(original)
+    drops[2].append(repeat)
+    drops[3].append(earlier)
+    landing, checkpoint = Drops(tmp_path), tmp_path / "ckpt"
+    for rows in drops[:2]:
+        landing.write(rows)
+    first, progress = run_stream(spark, landing, checkpoint, WINDOW, lateness=10 * span)
+    assert state_rows(progress[-1])  # the first query stopped with keys in its state
+    for rows in drops[2:]:
+        landing.write(rows)
+    second, _ = run_stream(spark, landing, checkpoint, WINDOW, lateness=10 * span)
+
+    assert min(b for b, _ in second) > max(b for b, _ in first)
+    everything = [r for rows in drops for r in rows]
+    batches = first + second
+    check_batches(batches, everything)
+    assert final_verdicts(batches, WINDOW) == fold_verdicts(everything, WINDOW)
+    second_rows = {row_id(r): r for _, rows in second for r in rows}
+    assert (second_rows[row_id(repeat)]["code"], second_rows[row_id(repeat)]["duplicate_of"]
+            ) == (2006, T0 + span + 10.0)
+    moved = second_rows[row_id(original)]  # decided by the first query, changed by the second
+    assert (moved["changed"], moved["code"], moved["duplicate_of"]) == (True, 2006,
+                                                                       T0 + span + 20.0)
+
+
+def test_rows_behind_the_watermark_get_a_verdict_flagged_inexact(spark: Any,
+                                                                tmp_path: Path) -> None:
+    c = Candidates(seed=5)
+    lateness = 10.0
+    a1 = c.row("agentZ", "a", T0 + 1000.0)
+    b1 = c.row("agentZ", "b", T0 + 1000.0)
+    c1 = c.row("agentZ", "c", T0 + 2000.0)
+    a2 = c.row("agentZ", "a", T0 + 1050.0)  # behind the watermark (T0 + 1990) of its batch
+    d1 = c.row("agentZ", "d", T0 + 500.0, 2001)  # a key never seen, behind the watermark
+    c2 = c.row("agentZ", "c", T0 + 2005.0)  # in time
+    landing = Drops(tmp_path)
+    for rows in ([a1, b1], [c1], [a2, d1, c2]):
+        landing.write(rows)
+
+    batches, progress = run_stream(spark, landing, tmp_path / "ckpt", WINDOW, lateness)
+
+    check_batches(batches, [a1, b1, c1, a2, d1, c2])  # nothing dropped
+    out = {row_id(r): r for _, rows in batches for r in rows}
+    assert {k: out[row_id(r)]["exact"] for k, r in
+            {"a1": a1, "b1": b1, "c1": c1, "a2": a2, "d1": d1, "c2": c2}.items()} == {
+        "a1": True, "b1": True, "c1": True, "a2": False, "d1": False, "c2": True}
+    # The inexact rows are decided against what the state still knows (nothing here): the
+    # fold says a2 repeats a1, so the caller must re-decide the key against the lake.
+    assert (out[row_id(a2)]["code"], out[row_id(d1)]["code"]) == (None, 2001)
+    assert fold_verdicts([a1, a2], WINDOW)[row_id(a2)][0] == 2006
+    assert (out[row_id(c2)]["code"], out[row_id(c2)]["duplicate_of"]) == (2006, T0 + 2000.0)
+    assert all(op["numRowsDroppedByWatermark"] == 0
+               for p in progress for op in p["stateOperators"])
+
+
+def test_spark_drops_late_rows_when_the_watermark_column_reaches_the_operator(
+        spark: Any, tmp_path: Path) -> None:
+    """Why :func:`replay_verdicts` drops its watermark column before grouping: with the
+    column left in, transformWithStateInPandas (EventTime) never sees late rows."""
+    c = Candidates(seed=7)
+    early, newer = c.row("agentW", "x", T0 + 1000.0), c.row("agentW", "y", T0 + 2000.0)
+    # The third batch's watermark is T0 + 1990, but Spark filters late rows with the
+    # previous batch's (T0 + 990): "between" still reaches the processor, "late" does not.
+    between, late = c.row("agentW", "z", T0 + 1500.0), c.row("agentW", "w", T0 + 500.0)
+    landing = Drops(tmp_path)
+    for rows in ([early], [newer], [between, late]):
+        landing.write(rows)
+    configure_state_store(spark)
+    batches: list[list[Row]] = []
+    candidates = (spark.readStream.schema(CANDIDATE_SCHEMA).option("maxFilesPerTrigger", 1)
+                  .json(str(landing.src))
+                  .withColumn("t", F.timestamp_seconds("received_at"))
+                  .withWatermark("t", "10 seconds"))
+    verdicts = candidates.groupBy("sender", "msg_id").transformWithStateInPandas(
+        ReplayStateProcessor(WINDOW), VERDICT_SCHEMA, "Append", "EventTime")
+    query = (verdicts.writeStream
+             .foreachBatch(lambda df, _: batches.append([r.asDict() for r in df.collect()]))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+
+    seen = {r["msg_id"] for rows in batches for r in rows}
+    assert seen == {"x", "y", "z"}  # "w" was dropped before the processor
+    dropped = sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress
+                  for op in p["stateOperators"])
+    assert dropped == 1
+
+
+@pytest.mark.slow
+def test_state_rows_stay_bounded_by_the_traffic_within_the_window(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    c = Candidates(seed=31)
+    n_drops, step, per_drop, lateness = 10, WINDOW, 30, 20.0  # 1200 s: ten windows
+    drops: list[list[Row]] = []
+    for d in range(n_drops):
+        start = T0 + d * step
+        rows = []
+        for k in range(per_drop):
+            at = start + c.rng.uniform(0, step - 30)
+            for _ in range(c.rng.randint(1, 3)):
+                rows.append(c.row(f"agent{k % 4}", f"d{d}-m{k}", at + c.rng.uniform(0, 30)))
+        if drops:  # repeats of the previous drop's ids, within the window or beyond it
+            for r in c.rng.sample(drops[-1], 10):
+                rows.append(c.row(r["sender"], r["msg_id"], start + c.rng.uniform(0, step)))
+        drops.append(rows)
+    landing = Drops(tmp_path)
+    for rows in drops:
+        landing.write(rows)
+
+    batches, progress = run_stream(spark, landing, tmp_path / "ckpt", WINDOW, lateness)
+
+    everything = [r for rows in drops for r in rows]
+    check_batches(batches, everything)
+    assert final_verdicts(batches, WINDOW) == fold_verdicts(everything, WINDOW)
+    counts = [state_rows(p) for p in progress]
+    assert len(counts) == n_drops + 1  # one batch per drop, then the closing no-data batch
+    # A key stays exactly until the watermark passes its newest receipt time + the window:
+    # batch b runs at the watermark (newest receipt time of batches < b) - lateness.
+    expected = []
+    for b in range(n_drops + 1):
+        seen = [r for rows in drops[:b + 1] for r in rows]
+        before = [r["received_at"] for rows in drops[:b] for r in rows]
+        watermark_ms = (int(max(before) * 1e6) // 1000 - int(lateness * 1000)) if before else 0
+        newest: dict[tuple[str, str], float] = {}
+        for r in seen:
+            key = (r["sender"], r["msg_id"])
+            newest[key] = max(newest.get(key, r["received_at"]), r["received_at"])
+        expected.append(sum(math.ceil((at + WINDOW) * 1000) + 1 > watermark_ms
+                            for at in newest.values()))
+    print(f"state rows after each batch: {counts} (keys seen: {len(newest)})")
+    assert counts == expected
+    assert max(expected) <= 3 * per_drop  # bounded by the traffic within about one window
+    assert len(newest) == 10 * per_drop
