@@ -49,6 +49,8 @@ class JobResult:
     #: earlier rows of ``messages`` whose verdict this run changed (an earlier-received copy
     #: of their message arrived late: docs/verdicts.md), in the same commit
     rows_redecided: int = 0
+    #: tasks whose ``task_events``/``tasks`` rows this run folded again (None: not refreshed)
+    tasks_refreshed: int | None = None
     lines_read: int = 0
     raw_rows_written: int = 0
     message_rows_written: int = 0
@@ -321,6 +323,7 @@ def run(
         log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
             f"[{time.monotonic() - started:.1f}s]")
 
+        updates = None
         if msg_keys:
             updates = _decide_against_lake(spark, lake, msg_path, landed, settings)
             msg_files = _write_messages(spark, landed, msg_root, ingest_id)
@@ -338,6 +341,11 @@ def run(
         log(f"stage 4/4 messages: +{result.message_rows_written} rows"
             + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
                else "") + f" [{time.monotonic() - started:.1f}s]")
+        # The tasks these files report on (and those of rows re-decided) are folded again:
+        # before the ledger, so a run stopped in between refreshes them on its next try.
+        result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir,
+                                                      set(keys.values()), updates)
+        log(f"tasks: {result.tasks_refreshed} refreshed [{time.monotonic() - started:.1f}s]")
         # Last: the ledger says these pieces are landed in both tables.
         _commit_ledger(spark, lake, ledger_path, staging, ingest_id, spec.ingest_time_us,
                        [plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
@@ -439,6 +447,13 @@ def reverify(
                 result.message_rows_written = result.lines_read
                 result.rows_redecided = len(updates) if updates is not None else 0
             msg_files = []
+            if keys is None:  # every verdict may have changed: fold every task again
+                from snap_spark.pipeline.tasks import rebuild_tasks
+
+                result.tasks_refreshed = rebuild_tasks(spark, lake_dir).tasks
+            else:
+                result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir, wanted,
+                                                              updates)
         finally:
             delete_data_files(msg_root, msg_files)  # nothing, once committed
             with contextlib.suppress(OSError):
@@ -470,6 +485,32 @@ def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> _
         .filter("kind <> 'candidate'")
     )
     return _Landed.from_rows(folded.toArrow().to_pylist())
+
+
+def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, file_keys: Collection[str],
+                         updates: Any = None) -> int:
+    """Fold again, in ``task_events`` and ``tasks``, every task that a ``messages`` row of
+    ``file_keys`` reports on, and every task of a row ``updates`` changed (a re-decided
+    report may now count, or no longer); returns how many tasks were folded.
+
+    The tasks are named by the files' keys rather than by a run id, so a run that stopped
+    after its ``messages`` commit is caught up by the next one.
+    """
+    from pyspark.sql import functions as F
+
+    from snap_spark.pipeline.tasks import refresh_tasks
+
+    msg_path = storage.join(lake_dir, "messages")
+    if not file_keys or not lake.exists(msg_path):
+        return 0
+    reports = lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
+    landed_keys = spark.createDataFrame([(k,) for k in sorted(file_keys)], "file_key string")
+    ids = reports.join(F.broadcast(landed_keys), "file_key", "left_semi").select("task_id")
+    if updates is not None and len(updates):
+        changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
+        ids = ids.union(reports.join(F.broadcast(changed), ["file_key", "line_no"],
+                                     "left_semi").select("task_id"))
+    return refresh_tasks(spark, lake_dir, ids).tasks
 
 
 def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
@@ -557,6 +598,8 @@ def format_summary(result: JobResult) -> str:
           if result.completed_rows else []),
         *([f"earlier messages rows re-decided (late, earlier-received copies): "
            f"{result.rows_redecided}"] if result.rows_redecided else []),
+        *([f"tasks refreshed: {result.tasks_refreshed} (task_events and tasks)"]
+          if result.tasks_refreshed is not None else []),
     ])
 
 

@@ -14,11 +14,13 @@ import pytest
 from deltalake import DeltaTable
 
 from snap_spark.pipeline.job import run
+from snap_spark.pipeline.tasks import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from snap_spark.settings import VerifySettings
+from tests.integration.test_task_refresh import check_expectation, table_content
 from tests.lake.helpers import delta_rows, use_backend
 from tests.unit.helpers import PRIV_A, envelope, signed
 
@@ -47,8 +49,8 @@ def _reference(parts: list[list[bytes]], sources: list[str], max_drift: float = 
 def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """An archive of 6k labelled lines cut into five files, named in receipt order."""
     folder = tmp_path_factory.mktemp("archive")
-    lines = [line for line, _ in generate(SampleConfig(agents=6, messages=6_000, seed=23,
-                                                       attack_share=0.3))]
+    stream = generate(SampleConfig(agents=6, messages=6_000, seed=23, attack_share=0.3))
+    lines = [line for line, _ in stream]
     size = -(-len(lines) // PARTS)
     parts = [lines[i:i + size] for i in range(0, len(lines), size)]
     paths = []
@@ -57,7 +59,8 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         path.write_bytes(b"\n".join(part) + b"\n")
         paths.append(path)
     return {"parts": parts, "paths": paths,
-            "reference": _reference(parts, [str(p) for p in paths])}
+            "reference": _reference(parts, [str(p) for p in paths]),
+            "tasks": [task.to_plain() for task in stream.expected_tasks()]}
 
 
 def _verdicts(lake: Path) -> dict[tuple[str, int], Any]:
@@ -91,6 +94,12 @@ def test_five_runs_in_shuffled_order_equal_one_run(spark: Any, archive: dict[str
     assert cross > 0 and redecided > 0
     assert sum(1 for code, _ in _verdicts(lake).values() if code == 2006) == sum(
         1 for code, _ in archive["reference"].values() if code == 2006)
+    # Each run refreshed the tasks it touched (and those of rows it re-decided): the task
+    # tables are the generator's expectation, and what a full rebuild gives.
+    check_expectation(archive["tasks"], lake)
+    incremental = table_content(lake)
+    rebuild_tasks(spark, str(lake))
+    assert table_content(lake) == incremental
 
 
 def _copy(at: float) -> bytes:
