@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,7 +193,6 @@ def run(
     from snap_spark.lake import (
         LakeLocationError,
         check_table_location,
-        delete_data_files,
         get_lake,
         table_rows,
         table_uri,
@@ -211,7 +210,6 @@ def run(
         current_owner,
         run_marker,
     )
-    from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.schemas.tables import (
         INGESTED_FILES,
         MESSAGES,
@@ -282,7 +280,6 @@ def run(
     raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
     msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
     raw_root = lake.data_root(raw_path, staging)
-    msg_root = lake.data_root(msg_path, staging)
     spec = LandSpec(
         ingest_id=ingest_id, ingest_time_us=int(time.time() * 1_000_000),
         file_keys={p: keys[p] for p in todo},
@@ -297,62 +294,20 @@ def run(
               for plan in todo_plans}
     landed_df = over_ranges(spark, plan_ranges(spark, todo, pieces=pieces),
                             functools.partial(land_part, spec), landed_struct())
-    uncommitted: list[tuple[str, list[Any]]] = []
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
         landed = _fold(landed_df, settings.replay_window, storage.join(staging, "candidates"))
-        uncommitted.append((raw_root, landed.raw_files))
-        result.lines_read = sum(landed.lines.values())
-        log(f"stage 2/4 read, checked and wrote {result.lines_read} lines from {len(todo)} "
-            f"files ({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
-        if landed.bare:
-            raise MissingReceiptTime(
-                "input has bare message lines (no envelope received_at): choose their "
-                "receipt clock with --bare-clock now|message|<unix seconds>"
-            )
-        result.counts = {code: n for code, n in landed.counts.items() if n}
-
-        if raw_keys:
-            if lake.add_files(spark, raw_path, raw_root, landed.raw_files, schema=RAW_MESSAGES,
-                              partition_by=[], app_id=batch_app_id(raw_keys), version=1,
-                              commit_info=info):
-                result.raw_rows_written = sum(landed.lines.get(k, 0) for k in raw_keys)
-            else:
-                delete_data_files(raw_root, landed.raw_files)
-            uncommitted.clear()
-        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
+        log(f"stage 2/4 read, checked and wrote {sum(landed.lines.values())} lines from "
+            f"{len(todo)} files ({landed.replays} replays found) "
             f"[{time.monotonic() - started:.1f}s]")
-
-        updates = None
-        if msg_keys:
-            updates = _decide_against_lake(spark, lake, msg_path, landed, settings)
-            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
-            uncommitted.append((msg_root, msg_files))
-            if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                              partition_by=list(MESSAGES_PARTITION),
-                              app_id=batch_app_id(msg_keys), version=1,
-                              commit_info=info, updates=updates):
-                result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
-                result.rows_redecided = len(updates) if updates is not None else 0
-            else:
-                delete_data_files(msg_root, msg_files)
-            uncommitted.clear()
-            result.counts = {code: n for code, n in landed.counts.items() if n}
-        log(f"stage 4/4 messages: +{result.message_rows_written} rows"
-            + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
-               else "") + f" [{time.monotonic() - started:.1f}s]")
-        # The tasks these files report on (and those of rows re-decided) are folded again:
-        # before the ledger, so a run stopped in between refreshes them on its next try.
-        result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir,
-                                                      set(keys.values()), updates)
-        log(f"tasks: {result.tasks_refreshed} refreshed [{time.monotonic() - started:.1f}s]")
-        # Last: the ledger says these pieces are landed in both tables.
-        _commit_ledger(spark, lake, ledger_path, staging, ingest_id, spec.ingest_time_us,
-                       [plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
-                       app_id=batch_app_id(list(keys.values())), info=info)
+        commit_landed(
+            spark, lake, lake_dir, landed, result, candidates=_candidates(spark, landed),
+            raw_keys=raw_keys, msg_keys=msg_keys, ingest_id=ingest_id,
+            ingest_time_us=spec.ingest_time_us, staging=staging, raw_root=raw_root,
+            settings=settings, txn=lambda _table, these: (batch_app_id(these), 1), info=info,
+            ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
+            ledger_keys=list(keys.values()), started=started)
     except BaseException:
-        for root, data_files in uncommitted:
-            delete_data_files(root, data_files)
         _remove_tree(staging)
         marker.close()
         _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER),
@@ -426,8 +381,10 @@ def reverify(
             # are decided against the lake's other rows too.
             landed = _fold(landed_df, settings.replay_window,
                            None if keys is None else storage.join(staging, "candidates"))
+            candidates = None if keys is None else _candidates(spark, landed)
             updates = (None if keys is None
-                       else _decide_against_lake(spark, lake, msg_path, landed, settings))
+                       else _decide_against_lake(spark, lake, msg_path, landed, settings,
+                                                 candidates))
             result.lines_read = sum(landed.lines.values())
             result.counts = {code: n for code, n in landed.counts.items() if n}
             log(f"verified {result.lines_read} landed lines of {len(wanted)} files again "
@@ -452,8 +409,9 @@ def reverify(
 
                 result.tasks_refreshed = rebuild_tasks(spark, lake_dir).tasks
             else:
-                result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir, wanted,
-                                                              updates)
+                result.tasks_refreshed = (
+                    0 if candidates is None
+                    else refresh_landed_tasks(spark, lake, lake_dir, candidates, updates))
         finally:
             delete_data_files(msg_root, msg_files)  # nothing, once committed
             with contextlib.suppress(OSError):
@@ -487,51 +445,140 @@ def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> _
     return _Landed.from_rows(folded.toArrow().to_pylist())
 
 
-def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, file_keys: Collection[str],
-                         updates: Any = None) -> int:
-    """Fold again, in ``task_events`` and ``tasks``, every task that a ``messages`` row of
-    ``file_keys`` reports on, and every task of a row ``updates`` changed (a re-decided
-    report may now count, or no longer); returns how many tasks were folded.
+def commit_landed(
+    spark: Any, lake: Any, lake_dir: str, landed: _Landed, result: JobResult, *,
+    candidates: Any, raw_keys: Collection[str], msg_keys: Collection[str], ingest_id: str,
+    ingest_time_us: int, staging: str, raw_root: str, settings: VerifySettings,
+    txn: Callable[[str, list[str]], tuple[str, int]], info: dict[str, Any],
+    ledger: Sequence[Any] | None, ledger_keys: Sequence[str] = (), started: float,
+    also_keys: Any = None,
+) -> None:
+    """Commit what a landing pass wrote (the batch job's run, a stream's micro-batch), in
+    order: ``raw_messages`` (files of ``raw_keys``); ``messages`` (files of ``msg_keys``),
+    decided against the lake first (:func:`_decide_against_lake`: ``candidates`` are the
+    pass's replay candidates) with the earlier rows that changes in the same commit; the
+    task tables of the tasks touched; last the ``ingested_files`` rows ``ledger`` (none
+    when ``None``). Each commit carries the app transaction ``txn(table, keys)``, so a pass
+    run again commits nothing twice. Fills ``result``; deletes uncommitted files on failure.
 
-    The tasks are named by the files' keys rather than by a run id, so a run that stopped
-    after its ``messages`` commit is caught up by the next one.
+    Raises:
+        MissingReceiptTime: the pass met bare lines while no receipt clock was set.
+    """
+    from snap_spark.lake import delete_data_files
+    from snap_spark.protocol.validate import MissingReceiptTime
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
+
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
+    msg_root = lake.data_root(msg_path, staging)
+    uncommitted: list[tuple[str, list[Any]]] = [(raw_root, landed.raw_files)]
+    try:
+        result.lines_read = sum(landed.lines.values())
+        if landed.bare:
+            raise MissingReceiptTime(
+                "input has bare message lines (no envelope received_at): choose their "
+                "receipt clock with --bare-clock now|message|<unix seconds>"
+            )
+        result.counts = {code: n for code, n in landed.counts.items() if n}
+        if raw_keys:
+            app_id, version = txn("raw_messages", sorted(raw_keys))
+            if lake.add_files(spark, raw_path, raw_root, landed.raw_files, schema=RAW_MESSAGES,
+                              partition_by=[], app_id=app_id, version=version,
+                              commit_info=info):
+                result.raw_rows_written = sum(landed.lines.get(k, 0) for k in raw_keys)
+            else:
+                delete_data_files(raw_root, landed.raw_files)
+        uncommitted.clear()
+        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
+            f"[{time.monotonic() - started:.1f}s]")
+        updates = None
+        if msg_keys:
+            updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
+                                           also_keys)
+            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+            uncommitted.append((msg_root, msg_files))
+            app_id, version = txn("messages", sorted(msg_keys))
+            if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                              partition_by=list(MESSAGES_PARTITION), app_id=app_id,
+                              version=version, commit_info=info, updates=updates):
+                result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
+                result.rows_redecided = len(updates) if updates is not None else 0
+            else:
+                delete_data_files(msg_root, msg_files)
+            uncommitted.clear()
+            result.counts = {code: n for code, n in landed.counts.items() if n}
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows"
+            + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
+               else "") + f" [{time.monotonic() - started:.1f}s]")
+        # The tasks these lines report on (and those of rows re-decided) are folded again,
+        # before the ledger: a pass stopped in between refreshes them when run again.
+        if candidates is not None:
+            result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir, candidates,
+                                                          updates)
+            log(f"tasks: {result.tasks_refreshed} refreshed "
+                f"[{time.monotonic() - started:.1f}s]")
+        if ledger is not None:
+            app_id, version = txn("ingested_files", sorted(ledger_keys))
+            _commit_ledger(spark, lake, storage.join(lake_dir, "ingested_files"), staging,
+                           ingest_id, ingest_time_us, ledger, app_id=app_id, version=version,
+                           info=info)
+    except BaseException:
+        for root, data_files in uncommitted:
+            delete_data_files(root, data_files)
+        raise
+
+
+def _candidates(spark: Any, landed: _Landed) -> Any:
+    """The pass's replay candidates (kept by :func:`_fold`) as a DataFrame, or ``None``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from snap_spark.lake import read_data_files
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+
+    if not landed.candidate_files:
+        return None
+    return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
+
+
+def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidates: Any,
+                         updates: Any = None) -> int:
+    """Fold again, in ``task_events`` and ``tasks``, every task a ``messages`` row among
+    ``candidates`` (a DataFrame with ``file_key, line_no``: a landing pass's replay
+    candidates, which include every valid report) reports on, and every task of a row
+    ``updates`` changed (a re-decided report may now count, or no longer); returns how many
+    tasks were folded.
     """
     from pyspark.sql import functions as F
 
     from snap_spark.pipeline.tasks import refresh_tasks
 
     msg_path = storage.join(lake_dir, "messages")
-    if not file_keys or not lake.exists(msg_path):
+    if not lake.exists(msg_path):
         return 0
     reports = lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
-    landed_keys = spark.createDataFrame([(k,) for k in sorted(file_keys)], "file_key string")
-    ids = reports.join(F.broadcast(landed_keys), "file_key", "left_semi").select("task_id")
+    lines = candidates.select("file_key", "line_no")
     if updates is not None and len(updates):
-        changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
-        ids = ids.union(reports.join(F.broadcast(changed), ["file_key", "line_no"],
-                                     "left_semi").select("task_id"))
+        lines = lines.union(spark.createDataFrame(updates.rows.select(["file_key",
+                                                                       "line_no"])))
+    ids = reports.join(lines, ["file_key", "line_no"], "left_semi").select("task_id")
     return refresh_tasks(spark, lake_dir, ids).tasks
 
 
 def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
-                         settings: VerifySettings) -> Any:
+                         settings: VerifySettings, candidates: Any, also_keys: Any = None
+                         ) -> Any:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
     verdict changes (``None`` when none do)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from snap_spark.lake import RowUpdates, read_data_files
-    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+    from snap_spark.lake import RowUpdates
     from snap_spark.pipeline.replay_store import UPDATE_KEYS, decide_against_lake
 
-    if landed.earliest is None or not landed.candidate_files:
+    if landed.earliest is None or candidates is None:
         return None
-    candidates = read_data_files(spark, landed.candidate_files,
-                                 from_arrow_schema(CANDIDATE_SCHEMA))
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
-                                  window=settings.replay_window)
+                                  window=settings.replay_window, also_keys=also_keys)
     if decided.keys:
         log(f"replay store: {decided.keys} message id(s) also in the lake; "
             f"{decided.changes.num_rows} earlier row(s) change verdict")
@@ -555,7 +602,7 @@ def _write_messages(spark: Any, landed: _Landed, msg_root: str, ingest_id: str) 
 
 def _commit_ledger(spark: Any, lake: Any, path: str, staging: str, ingest_id: str,
                    ingest_time_us: int, pieces: Sequence[Any], *, app_id: str,
-                   info: dict[str, Any]) -> None:
+                   version: int = 1, info: dict[str, Any]) -> None:
     """Append the run's ``ingested_files`` rows (a few, written on the driver)."""
     import pyarrow as pa
 
@@ -577,7 +624,7 @@ def _commit_ledger(spark: Any, lake: Any, path: str, staging: str, ingest_id: st
         writer.discard()
         raise
     if not lake.add_files(spark, path, root, files, schema=INGESTED_FILES, partition_by=[],
-                          app_id=app_id, version=1, commit_info=info):
+                          app_id=app_id, version=version, commit_info=info):
         delete_data_files(root, files)
 
 

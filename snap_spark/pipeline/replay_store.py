@@ -92,44 +92,53 @@ class LakeDecisions:
 
 
 def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
-                        candidates: DataFrame, *, since: float, window: float
-                        ) -> LakeDecisions:
+                        candidates: DataFrame, *, since: float, window: float,
+                        also_keys: DataFrame | None = None) -> LakeDecisions:
     """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
     against the replay candidates ``messages`` holds from receipt time ``since`` on (the
-    run's earliest candidate minus ``window``). Returns nothing to change when the table
-    does not exist or shares no ``(sender, msg_id)`` with the run.
+    run's earliest candidate minus ``window``). Keys ``(sender, msg_id)`` in ``also_keys``
+    are folded again even when the lake holds none of their rows (a stream's rows its state
+    could not decide exactly). Returns nothing to change when there is nothing to fold.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     empty = LakeDecisions([], update_rows([]))
-    if not lake.exists(msg_path):
-        return empty
-    stored = (
-        lake.read(spark, msg_path)
-        .filter(F.col("event_date") >= F.lit(_utc_date(since)))
-        .filter(F.col("received_at") >= F.lit(since))
-        .filter(F.col("error_code").isNull() | F.col("error_code").isin(*CANDIDATE_CODES))
-        .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
-        .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
-                F.col("signature_code").alias("code"), "source_file", "file_key", "line_no",
-                F.col("error_code").alias("stored_code"),
-                F.col("error_detail").alias("stored_detail"), "signature_detail")
-    )
     run_keys = candidates.select("sender", "msg_id").distinct()
-    hits = stored.join(run_keys, ["sender", "msg_id"], "left_semi")
+    parts = []
+    keys = None
+    if lake.exists(msg_path):
+        stored = (
+            lake.read(spark, msg_path)
+            .filter(F.col("event_date") >= F.lit(_utc_date(since)))
+            .filter(F.col("received_at") >= F.lit(since))
+            .filter(F.col("error_code").isNull()
+                    | F.col("error_code").isin(*CANDIDATE_CODES))
+            .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
+            .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
+                    F.col("signature_code").alias("code"), "source_file", "file_key",
+                    "line_no", F.col("error_code").alias("stored_code"),
+                    F.col("error_detail").alias("stored_detail"), "signature_detail")
+        )
+        hits = stored.join(run_keys, ["sender", "msg_id"], "left_semi")
+        parts.append(hits)
+        keys = hits.select("sender", "msg_id")
+    if also_keys is not None:
+        forced = also_keys.select("sender", "msg_id")
+        keys = forced if keys is None else keys.unionByName(forced)
+    if keys is None:
+        return empty
     mine = (
-        candidates.join(hits.select("sender", "msg_id").distinct(), ["sender", "msg_id"],
-                        "left_semi")
+        candidates.join(keys.distinct(), ["sender", "msg_id"], "left_semi")
         .select(F.lit("run").alias("origin"), "sender", "msg_id", "received_at", "code",
                 "source_file", "file_key", "line_no",
                 F.lit(None).cast("int").alias("stored_code"),
                 F.lit(None).cast("string").alias("stored_detail"),
                 F.lit(None).cast("string").alias("signature_detail"))
     )
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    rows_in = mine if not parts else parts[0].unionByName(mine)
     decided = (
-        hits.unionByName(mine)
+        rows_in
         .repartition("sender", "msg_id")
         .sortWithinPartitions("sender", "msg_id", "received_at", "source_file", "line_no")
         .mapInArrow(functools.partial(fold_with_lake, window), from_arrow_schema(DECIDED_SCHEMA))

@@ -132,13 +132,20 @@ CANDIDATE_SCHEMA: Final = (
     "line_no long, file_key string")
 CANDIDATE_COLUMNS: Final = ("sender", "msg_id", "received_at", "auth_code", "source_file",
                             "line_no", "file_key")
+#: Optional input column: a row with a non-null ``passthrough`` (and null ``sender`` and
+#: ``msg_id``) is not a candidate; it comes out unchanged, in the same column, with
+#: ``exact`` true and ``changed`` false. It lets a stream carry the other rows of its
+#: landing pass through the one stateful operator (the landing runs once per batch).
+PASSTHROUGH: Final = "passthrough"
 
 #: Output rows of :func:`replay_verdicts` (see the module docstring).
 VERDICT_SCHEMA: Final = (
     "sender string, msg_id string, file_key string, source_file string, line_no long, "
-    "received_at double, code int, duplicate_of double, changed boolean, exact boolean")
+    "received_at double, code int, duplicate_of double, changed boolean, exact boolean, "
+    "auth_code int, passthrough string")
 VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_no",
-                          "received_at", "code", "duplicate_of", "changed", "exact")
+                          "received_at", "code", "duplicate_of", "changed", "exact",
+                          "auth_code", "passthrough")
 
 #: One row per key: the key's ReplayKeyState as JSON, and its timer (epoch milliseconds).
 STATE_SCHEMA: Final = "state string, timer_ms long"
@@ -190,8 +197,10 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float) ->
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
     delay_ms = math.ceil(lateness * 1000)
+    if PASSTHROUGH not in candidates_df.columns:
+        candidates_df = candidates_df.withColumn(PASSTHROUGH, F.lit(None).cast("string"))
     watermarked = (
-        candidates_df.select(*CANDIDATE_COLUMNS)
+        candidates_df.select(*CANDIDATE_COLUMNS, PASSTHROUGH)
         .withColumn(_WATERMARK_COLUMN, F.timestamp_seconds("received_at"))
         .withWatermark(_WATERMARK_COLUMN, f"{delay_ms} milliseconds")
         # Spark would drop rows behind the watermark before the processor if the column
@@ -320,6 +329,9 @@ class ReplayStateProcessor(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         sender, msg_id = key
+        if sender is None and msg_id is None:
+            yield from _passed_through(rows)
+            return
         records: list[tuple[Any, ...]] = []
         for frame in rows:
             records.extend(zip(frame["received_at"].tolist(), frame["source_file"].tolist(),
@@ -395,6 +407,21 @@ def _verdict_frame(sender: str, msg_id: str,
     """
     return pd.DataFrame(
         [(sender, msg_id, c.ref[0], c.order[0], c.ref[1], c.received_at,  # type: ignore[index]
-          DUPLICATE if dup is not None else c.auth_code, dup, changed, exact)
+          DUPLICATE if dup is not None else c.auth_code, dup, changed, exact, c.auth_code,
+          None)
          for c, dup, changed, exact in rows],
         columns=VERDICT_COLUMNS)
+
+
+def _passed_through(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Rows that are not candidates (null key, ``passthrough`` set), out unchanged."""
+    for frame in rows:
+        kept = frame[frame[PASSTHROUGH].notna()]
+        if len(kept):
+            yield pd.DataFrame({
+                **{name: [None] * len(kept) for name in VERDICT_COLUMNS},
+                "file_key": kept["file_key"].tolist(),
+                "source_file": kept["source_file"].tolist(),
+                "changed": [False] * len(kept), "exact": [True] * len(kept),
+                PASSTHROUGH: kept[PASSTHROUGH].tolist(),
+            }, columns=list(VERDICT_COLUMNS))

@@ -1,0 +1,560 @@
+"""``jobs/stream_verify.py``: verify SNAP traffic as it arrives, with Structured Streaming.
+
+Usage (see ``--help``)::
+
+    spark-submit jobs/stream_verify.py --landing DIR --lake DIR --checkpoint DIR \\
+        [--trigger available-now | --trigger processing-time=10s]
+    spark-submit --jars ... jobs/stream_verify.py --kafka-bootstrap HOST:PORT --topic T \\
+        --lake DIR --checkpoint DIR
+
+Each micro-batch runs the batch job's code on its lines (:mod:`snap_spark.pipeline`):
+
+1. **Landing** (in the streaming query): each new file of the landing folder (the batch job's
+   input format, plain or ``.gz``; a file whose bytes the lake already holds is skipped) or
+   each Kafka partition's records (one record, one line) is checked and its
+   ``raw_messages`` files and staged ``messages`` rows are written, as the batch job's
+   landing tasks do (:func:`snap_spark.pipeline.land.land_lines`).
+2. **Replay window in streaming state**: the replay candidates go through
+   :func:`snap_spark.stream.replay_state.replay_verdicts` (``transformWithStateInPandas`` on
+   RocksDB, keyed by ``(from, id)``, bounded by the traffic within the window); the other
+   landed rows pass through it unchanged.
+3. **Commit** (``foreachBatch``): the batch's candidates are decided against the lake, the
+   durable replay store (:mod:`snap_spark.pipeline.replay_store`: copies landed by earlier
+   batches or other runs, late rows the state could not decide exactly, earlier rows a late
+   copy re-decides), then ``raw_messages``, ``messages`` (with any earlier rows updated in
+   the same commit), ``task_events``/``tasks`` and ``ingested_files`` are committed, each
+   with the Delta app transaction ``(snap-spark/stream/<query id>, <batch id>)``: a batch
+   replayed after a crash is skipped table by table, so every line lands exactly once.
+
+The verdicts equal the batch job's on the same lines, however they were cut into files and
+micro-batches (docs/verdicts.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from snap_spark import __version__, storage
+from snap_spark.runner import Context, Job, UsageError, log
+from snap_spark.runner import main as run_job
+from snap_spark.settings import VerifySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from snap_spark.pipeline.land import LandSpec
+
+#: Delta app transaction id of a query's commits; the version is the micro-batch id.
+APP_ID_PREFIX = "snap-spark/stream/"
+#: How far behind the newest receipt time a line may arrive and still be decided by the
+#: state alone (later ones are decided against the lake, never dropped).
+DEFAULT_LATENESS = 600.0
+_INPUT_SUFFIXES = ("jsonl", "ndjson", "json")
+_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)(ms|s|m)?)$")
+
+
+@dataclass
+class StreamResult:
+    """What a stream did until it stopped (an ``available-now`` run: all of its input)."""
+
+    batches: int = 0
+    lines_read: int = 0
+    raw_rows_written: int = 0
+    message_rows_written: int = 0
+    rows_redecided: int = 0
+    files_skipped: int = 0
+    counts: Counter[int | None] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def valid(self) -> int:
+        return self.counts.get(None, 0)
+
+    @property
+    def rejected(self) -> int:
+        return sum(n for code, n in self.counts.items() if code is not None)
+
+
+def parse_trigger(text: str) -> dict[str, Any]:
+    """``DataStreamWriter.trigger`` arguments for ``--trigger``.
+
+    Examples:
+        >>> parse_trigger("available-now")
+        {'availableNow': True}
+        >>> parse_trigger("processing-time=10s")
+        {'processingTime': '10 seconds'}
+        >>> parse_trigger("processing-time=500ms")
+        {'processingTime': '500 milliseconds'}
+    """
+    match = _TRIGGER.match(text.strip())
+    if not match:
+        raise UsageError(f"--trigger must be available-now or processing-time=<n>[ms|s|m], "
+                         f"got {text!r}")
+    if match.group(1) == "available-now":
+        return {"availableNow": True}
+    unit = {"ms": "milliseconds", "s": "seconds", "m": "minutes", None: "seconds"}[
+        match.group(3)]
+    return {"processingTime": f"{match.group(2)} {unit}"}
+
+
+# -- landing (executors) ------------------------------------------------------------------------
+
+
+def _local_path(location: str) -> str:
+    """A Spark file URI (``file:/x``, ``file:///x``) as the storage layer's location."""
+    if location.startswith("file:"):
+        return storage.local_path(location)
+    return location
+
+
+def land_files(spec: LandSpec, ledger_path: str, batches: Iterable[pa.RecordBatch]
+               ) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over new files of the landing folder (column ``path``): land
+    each whole file (:func:`snap_spark.pipeline.land.land_range`) under the key of its bytes;
+    a file whose bytes the lake already holds yields one ``skipped`` row instead."""
+    from snap_spark.lake import table_rows
+    from snap_spark.pipeline.ingest import file_digest
+    from snap_spark.pipeline.land import LANDED_SCHEMA, land_range
+
+    landed: set[str] | None = None
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            location = _local_path(path)
+            stat = storage.file_stat(location)
+            size = stat.size
+            mtime = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
+            key, _ = file_digest(location, size)
+            if landed is None:
+                landed = {row["file_key"] for row in table_rows(ledger_path)}
+            if key in landed:
+                yield pa.RecordBatch.from_pylist(
+                    [{"kind": "skipped", "source_file": location, "file_key": key,
+                      "lines": 0}], schema=LANDED_SCHEMA)
+                continue
+            mine = dataclasses.replace(spec, file_keys={location: key},
+                                       raw_keys=frozenset({key}), msg_keys=frozenset({key}))
+            yield from land_range(mine, 0, location)
+            yield pa.RecordBatch.from_pylist(
+                [{"kind": "piece", "source_file": location, "file_key": key,
+                  "info": json.dumps({"size": size, "arrived": mtime})}],
+                schema=LANDED_SCHEMA)
+
+
+def kafka_source_file(topic: str, partition: int) -> str:
+    """The ``source_file`` of a Kafka partition's lines (``line_no`` = offset + 1).
+
+    Examples:
+        >>> kafka_source_file("snap", 3)
+        'kafka://snap/3'
+    """
+    return f"kafka://{topic}/{partition}"
+
+
+def land_kafka(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over Kafka records (``topic, partition, offset, value``): each
+    record's value is one input line; a partition's records land as one source
+    (:func:`kafka_source_file`), line number = offset + 1."""
+    from snap_spark.pipeline.checked import check_lines
+    from snap_spark.pipeline.land import LANDED_SCHEMA, land_lines
+
+    size = spec.settings.batch_rows
+    for batch in batches:
+        cols = batch.to_pydict()
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, (topic, partition) in enumerate(zip(cols["topic"], cols["partition"],
+                                                   strict=True)):
+            groups.setdefault((topic, int(partition)), []).append(i)
+        for (topic, partition), rows in groups.items():
+            source = kafka_source_file(topic, partition)
+            key = f"kafka:{topic}:{partition}"
+            mine = dataclasses.replace(spec, file_keys={source: key},
+                                       raw_keys=frozenset({key}), msg_keys=frozenset({key}))
+            checked = (
+                check_lines(spec.settings, source,
+                            [int(cols["offset"][i]) + 1 for i in rows[start:start + size]],
+                            [cols["value"][i] for i in rows[start:start + size]], None)
+                for start in range(0, len(rows), size)
+            )
+            yield from land_lines(mine, f"k{partition}", source, checked, key=key)
+            yield pa.RecordBatch.from_pylist(
+                [{"kind": "piece", "source_file": source, "file_key": key,
+                  "info": json.dumps({"arrived": min(cols["timestamp"][i] for i in rows)
+                                      .timestamp()})}],
+                schema=LANDED_SCHEMA)
+
+
+# -- the query ----------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamPlan:
+    """What one run of the stream works with (decided on the driver at start)."""
+
+    lake_dir: str
+    checkpoint: str
+    settings: VerifySettings
+    lateness: float
+    run_id: str
+    landing: str | None = None
+    kafka_bootstrap: str | None = None
+    topic: str | None = None
+    max_files_per_trigger: int | None = None
+    progress_json: str | None = None
+
+
+def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> DataFrame:
+    """The streaming DataFrame of landed rows (:data:`~snap_spark.pipeline.land.LANDED_SCHEMA`)."""
+    import functools
+
+    from snap_spark.pipeline.land import landed_struct
+
+    if plan.kafka_bootstrap:
+        from snap_spark.kafka_jars import require_kafka_connector
+
+        require_kafka_connector(spark)
+        records = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", plan.kafka_bootstrap)
+            .option("subscribe", plan.topic)
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", "true")
+            .load()
+            .select("topic", "partition", "offset", "value", "timestamp")
+        )
+        return records.mapInArrow(functools.partial(land_kafka, spec), landed_struct())
+    assert plan.landing is not None
+    globs = ",".join(f"*.{s}" for s in _INPUT_SUFFIXES) + "," + ",".join(
+        f"*.{s}.gz" for s in _INPUT_SUFFIXES)
+    reader = (spark.readStream.format("binaryFile")
+              .schema("path string, modificationTime timestamp, length long, content binary")
+              .option("recursiveFileLookup", "true")
+              .option("pathGlobFilter", "{" + globs + "}"))
+    if plan.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(plan.max_files_per_trigger))
+    files = reader.load(plan.landing).select("path")
+    ledger = storage.join(plan.lake_dir, "ingested_files")
+    return files.mapInArrow(functools.partial(land_files, spec, ledger), landed_struct())
+
+
+def replay_input(landed: DataFrame) -> DataFrame:
+    """Landed rows as the replay state's input: candidates as they are, every other row
+    carried through as JSON (``passthrough``)."""
+    from pyspark.sql import functions as F
+
+    is_candidate = F.col("kind") == "candidate"
+    others = F.to_json(F.struct(*[F.col(c) for c in landed.columns]))
+    return landed.select(
+        F.when(is_candidate, F.col("sender")).alias("sender"),
+        F.when(is_candidate, F.col("msg_id")).alias("msg_id"),
+        F.when(is_candidate, F.col("received_at")).alias("received_at"),
+        F.when(is_candidate, F.col("code")).alias("auth_code"),
+        "source_file", "line_no", "file_key",
+        F.when(~is_candidate, others).alias("passthrough"),
+    )
+
+
+class StreamVerify(Job):
+    """``jobs/stream_verify.py``: a landing folder or a Kafka topic → the lake's tables."""
+
+    name = "stream_verify"
+    description = (
+        "Verify SNAP traffic as it arrives (files dropped into a landing folder, or records of "
+        "a Kafka topic) with Structured Streaming, into the same Delta tables and verdicts as "
+        "jobs/verify_messages.py; the replay window is held in streaming state."
+    )
+    epilog = (
+        "Restart on the same --checkpoint to go on where the stream stopped: every line lands "
+        "exactly once. Settings also come from --config; command-line options win."
+    )
+    verifies_messages = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        source = parser.add_argument_group("source (one of)")
+        source.add_argument("--landing", metavar="DIR",
+                            help="folder watched for new input files (.jsonl/.ndjson/.json, "
+                            "and .gz); move complete files in, do not append to them")
+        source.add_argument("--kafka-bootstrap", metavar="HOST:PORT",
+                            help="Kafka bootstrap servers (with --topic): each record is one "
+                            "input line")
+        source.add_argument("--topic", help="Kafka topic to read")
+        parser.add_argument("--checkpoint", required=True, metavar="DIR",
+                            help="the query's checkpoint (offsets, replay state); keep it "
+                            "to restart where the stream stopped")
+        parser.add_argument("--trigger", default="processing-time=10s",
+                            help="available-now (process what is there, then stop) or "
+                            "processing-time=<n>[ms|s|m] (default processing-time=10s)")
+        parser.add_argument("--lateness", type=float, default=DEFAULT_LATENESS,
+                            metavar="SECONDS",
+                            help="how far behind the newest receipt time a line may arrive "
+                            "and be decided by the state alone; later lines are decided "
+                            f"against the lake (default {DEFAULT_LATENESS:g})")
+        parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                            help="at most N new files per micro-batch (landing folder)")
+        parser.add_argument("--progress-json", metavar="FILE",
+                            help="also append one JSON line per micro-batch to FILE")
+
+    def check(self, context: Context) -> None:
+        args = context.args
+        if bool(args.landing) == bool(args.kafka_bootstrap):
+            raise UsageError("give one source: --landing DIR, or --kafka-bootstrap HOST:PORT "
+                             "--topic T")
+        if args.kafka_bootstrap and not args.topic:
+            raise UsageError("--kafka-bootstrap needs --topic")
+        parse_trigger(args.trigger)
+        if not (args.lateness >= 0 and args.lateness < float("inf")):
+            raise UsageError(f"--lateness must be seconds >= 0, got {args.lateness}")
+        if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
+            raise UsageError("--max-files-per-trigger must be at least 1")
+
+    def run(self, spark: SparkSession, context: Context) -> StreamResult:
+        args = context.args
+        plan = StreamPlan(
+            lake_dir=context.lake, checkpoint=args.checkpoint, settings=context.verify,
+            lateness=args.lateness, run_id=uuid.uuid4().hex, landing=args.landing,
+            kafka_bootstrap=args.kafka_bootstrap, topic=args.topic,
+            max_files_per_trigger=args.max_files_per_trigger,
+            progress_json=args.progress_json)
+        return run_stream(spark, plan, parse_trigger(args.trigger))
+
+    def summary(self, result: Any) -> str:
+        from snap_spark.protocol.checker import format_balance
+
+        assert isinstance(result, StreamResult)
+        rate = result.lines_read / result.seconds if result.seconds else 0.0
+        balance = format_balance(result.lines_read, result.counts)
+        return "\n".join([
+            f"micro-batches: {result.batches}   files skipped (already landed): "
+            f"{result.files_skipped}",
+            balance[0],
+            f"rows written: raw_messages +{result.raw_rows_written}, messages "
+            f"+{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
+            *balance[1:],
+            *([f"earlier messages rows re-decided: {result.rows_redecided}"]
+              if result.rows_redecided else []),
+        ])
+
+
+def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
+               ) -> StreamResult:
+    """Start the query and wait until it stops (``availableNow``: when the input is done;
+    a processing-time trigger: until the process is stopped)."""
+    from snap_spark.lake import check_table_location, get_lake, table_uri
+    from snap_spark.pipeline.job import LANDED_TABLES, _decided
+    from snap_spark.pipeline.land import LandSpec
+    from snap_spark.pipeline.runs import clean_leftovers, current_owner, run_marker
+    from snap_spark.schemas.tables import (
+        INGESTED_FILES,
+        MESSAGES,
+        MESSAGES_PARTITION,
+        RAW_MESSAGES,
+    )
+    from snap_spark.stream.progress import BatchProgress, ProgressListener
+    from snap_spark.stream.replay_state import configure_state_store, replay_verdicts
+
+    settings = _decided(plan.settings, spark)
+    if settings.bare_clock == "now":
+        raise UsageError("--bare-clock now would give a replayed micro-batch other receipt "
+                         "times: use message or a fixed time for a stream")
+    started = time.monotonic()
+    lake = get_lake(spark)
+    if storage.path_kind(plan.lake_dir) not in ("missing", "dir"):
+        from snap_spark.lake import LakeLocationError
+
+        raise LakeLocationError(f"--lake {plan.lake_dir} is not a folder; nothing was written")
+    cleaned = clean_leftovers(plan.lake_dir, LANDED_TABLES, forget=False)
+    if cleaned.runs:
+        log(f"cleaned up after killed runs: {cleaned.summary()}")
+    check_table_location(storage.join(plan.lake_dir, "raw_messages"), RAW_MESSAGES)
+    check_table_location(storage.join(plan.lake_dir, "messages"), MESSAGES, MESSAGES_PARTITION)
+    check_table_location(storage.join(plan.lake_dir, "ingested_files"), INGESTED_FILES)
+    if plan.landing and storage.path_kind(plan.landing) != "dir":
+        raise UsageError(f"--landing {plan.landing} is not a folder")
+    configure_state_store(spark)
+    staging = table_uri(storage.join(plan.lake_dir, "_staging", plan.run_id))
+    spec = LandSpec(
+        ingest_id=plan.run_id, ingest_time_us=int(time.time() * 1_000_000), file_keys={},
+        raw_root=lake.data_root(storage.join(plan.lake_dir, "raw_messages"), staging),
+        staging=f"{staging}/messages", settings=settings, owner=current_owner())
+    verdicts = replay_verdicts(replay_input(landed_stream(spark, plan, spec)),
+                               settings.replay_window, plan.lateness)
+    result = StreamResult()
+    progress = BatchProgress()
+    committer = BatchCommitter(spark, lake, plan, spec, settings, staging, result, progress)
+    listener = ProgressListener(progress, plan.progress_json)
+    spark.streams.addListener(listener)
+    writer = (verdicts.writeStream.foreachBatch(committer)
+              .option("checkpointLocation", plan.checkpoint)
+              .queryName(f"snap-spark stream_verify {plan.run_id[:8]}")
+              .trigger(**trigger))
+    try:
+        with run_marker(plan.lake_dir, plan.run_id):
+            query = writer.start()
+            log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
+                f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}")
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                log("stopping the stream (interrupted); restart on the same checkpoint")
+                query.stop()
+            listener.flush(query)
+    finally:
+        spark.streams.removeListener(listener)
+        with contextlib.suppress(OSError):
+            storage.delete_tree(staging)
+    clean_leftovers(plan.lake_dir, LANDED_TABLES)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class BatchCommitter:
+    """The ``foreachBatch`` function: decides the batch against the lake and commits it with
+    the batch job's code, idempotently by ``(query id, batch id)``."""
+
+    def __init__(self, spark: SparkSession, lake: Any, plan: StreamPlan, spec: LandSpec,
+                 settings: VerifySettings, staging: str, result: StreamResult,
+                 progress: Any) -> None:
+        self.spark, self.lake, self.plan, self.spec = spark, lake, plan, spec
+        self.settings, self.staging, self.result, self.progress = (settings, staging, result,
+                                                                  progress)
+        self.lock = threading.Lock()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        with self.lock:
+            self._commit(batch, int(batch_id))
+
+    def _commit(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from snap_spark.pipeline.ingest import LandedPiece
+        from snap_spark.pipeline.job import JobResult, _Landed, commit_landed
+        from snap_spark.pipeline.land import LANDED_SCHEMA
+        from snap_spark.protocol.replay import duplicate_detail
+        from snap_spark.protocol.verdict import DUPLICATE
+
+        started = time.monotonic()
+        app_id = APP_ID_PREFIX + query_id(self.plan.checkpoint)
+        batch = batch.persist()
+        try:
+            narrow = batch.filter(
+                F.col("passthrough").isNotNull() | (F.col("code") == DUPLICATE)
+                | ~F.col("exact")).toArrow().to_pylist()
+            blank = dict.fromkeys(LANDED_SCHEMA.names)
+            passthrough = [{**blank, **json.loads(r["passthrough"])}
+                           for r in narrow if r["passthrough"]]
+            if not passthrough:  # no input (a batch that only fires timers): nothing to commit
+                return
+            pieces = [r for r in passthrough if r["kind"] in ("piece", "skipped")]
+            landed = _Landed.from_rows([r for r in passthrough
+                                        if r["kind"] not in ("piece", "skipped")])
+            dups = [r for r in narrow if not r["passthrough"] and not r["changed"]
+                    and r["code"] == DUPLICATE]
+            names = _accepted_names(batch, dups)
+            for r in dups:
+                detail = duplicate_detail(r["duplicate_of"], r["received_at"],
+                                          self.settings.replay_window,
+                                          names.get((r["sender"], r["msg_id"],
+                                                     r["duplicate_of"])))
+                landed.duplicates.setdefault(r["file_key"], {})[r["line_no"]] = detail
+                landed.counts[r["auth_code"]] -= 1
+                landed.counts[DUPLICATE] += 1
+                landed.replays += 1
+            candidates = batch.filter(F.col("passthrough").isNull() & ~F.col("changed"))
+            earliest = candidates.agg(F.min("received_at")).first()
+            landed.earliest = None if earliest is None else earliest[0]
+            keys = sorted({k for k in landed.lines} | {r["file_key"] for r in pieces
+                                                       if r["kind"] == "piece"})
+            outcome = JobResult()
+            ingest_id = f"{self.plan.run_id[:16]}{batch_id:016x}"
+            info = {"job": "stream_verify", "batch_id": batch_id, "app_id": app_id,
+                    "ingest_id": ingest_id, "snap_spark": __version__,
+                    "settings": self.settings.as_record()}
+            arrived = [json.loads(r["info"]) for r in pieces if r["kind"] == "piece"]
+            ledger = [LandedPiece(source_file=r["source_file"], file_key=r["file_key"],
+                                  prefix_key=None, start_byte=0, end_byte=int(a["size"]),
+                                  first_line=1, lines=landed.lines.get(r["file_key"], 0))
+                      for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived,
+                                      strict=True) if "size" in a]
+            commit_landed(
+                self.spark, self.lake, self.plan.lake_dir, landed, outcome,
+                candidates=candidates.select(
+                    "sender", "msg_id", "received_at", F.col("auth_code").alias("code"),
+                    "source_file", "file_key", "line_no"),
+                raw_keys=keys, msg_keys=keys, ingest_id=self.spec.ingest_id,
+                ingest_time_us=self.spec.ingest_time_us, staging=self.staging,
+                raw_root=self.spec.raw_root, settings=self.settings,
+                txn=lambda _table, _keys: (app_id, batch_id), info=info,
+                ledger=ledger if self.plan.landing else None, ledger_keys=keys,
+                started=started,
+                # rows the state could not decide exactly: their keys are folded again
+                also_keys=candidates.filter(~F.col("exact")).select("sender", "msg_id"))
+        finally:
+            batch.unpersist()
+        result = self.result
+        result.batches += 1
+        result.lines_read += outcome.lines_read
+        result.raw_rows_written += outcome.raw_rows_written
+        result.message_rows_written += outcome.message_rows_written
+        result.rows_redecided += outcome.rows_redecided
+        result.files_skipped += sum(1 for r in pieces if r["kind"] == "skipped")
+        result.counts.update({c: n for c, n in outcome.counts.items()})
+        self.progress.record(batch_id, outcome, time.monotonic() - started,
+                             [a["arrived"] for a in arrived])
+
+
+def query_id(checkpoint: str) -> str:
+    """The id of the query of ``checkpoint`` (Spark writes it to ``<checkpoint>/metadata``
+    when the query first starts, and keeps it across restarts).
+
+    Raises:
+        RuntimeError: the checkpoint has no metadata yet (the query has not started).
+    """
+    location = storage.join(checkpoint, "metadata")
+    try:
+        with storage.open_input(location) as handle:
+            return str(json.loads(handle.read().decode("utf-8").splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise RuntimeError(f"no query id in {location}: {exc}") from None
+
+
+def _accepted_names(batch: DataFrame, dups: list[dict[str, Any]]
+                    ) -> dict[tuple[str, str, float], str]:
+    """Names (``line N of FILE``) of the accepted copies the batch's 2006 rows repeat, when
+    that copy is in the same batch (copies in the lake are named by the lake decision)."""
+    if not dups:
+        return {}
+    from pyspark.sql import functions as F
+
+    from snap_spark.protocol.replay import line_name
+
+    wanted = {(r["sender"], r["msg_id"], r["duplicate_of"]) for r in dups}
+    keys = batch.sparkSession.createDataFrame(
+        sorted({(s, m) for s, m, _ in wanted}), "sender string, msg_id string")
+    rows = (batch.filter(F.col("passthrough").isNull() & ~F.col("changed")
+                         & F.col("code").isNull())
+            .join(F.broadcast(keys), ["sender", "msg_id"], "left_semi")
+            .select("sender", "msg_id", "received_at", "source_file", "line_no")
+            .collect())
+    names: dict[tuple[str, str, float], str] = {}
+    for row in sorted(rows, key=lambda r: (r["received_at"], r["source_file"], r["line_no"])):
+        key = (row["sender"], row["msg_id"], row["received_at"])
+        if key in wanted:
+            names.setdefault(key, line_name(row["source_file"], row["line_no"]))
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``jobs/stream_verify.py``."""
+    return run_job(StreamVerify(), argv)

@@ -1,0 +1,106 @@
+"""The stream job: the same tables and verdicts as the batch job, however the input arrives.
+
+References are computed without the stream: the pure-Python checker over every line at
+once (in input order), and the sample generator's own expected tasks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.sample import SampleConfig, generate
+from snap_spark.settings import VerifySettings
+from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
+from tests.integration.test_task_refresh import check_expectation
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+AVAILABLE_NOW = {"availableNow": True}
+
+
+def _plan(tmp_path: Path, **kwargs: Any) -> StreamPlan:
+    return StreamPlan(lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
+                      settings=VerifySettings(), lateness=600.0, run_id=uuid.uuid4().hex,
+                      **kwargs)
+
+
+def _verdicts(lake: Path) -> dict[tuple[str, int], Any]:
+    return {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
+            for m in delta_rows(lake / "messages")}
+
+
+def _reference(lines: list[bytes], where: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    names = [line_name(src, n) for src, n in where]
+    verdicts = check_lines(lines, ReceiptClock.refuse(), names=names)
+    return {key: (v.error_code, v.error_detail or None)
+            for key, v in zip(where, verdicts, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def traffic() -> dict[str, Any]:
+    stream = generate(SampleConfig(agents=6, messages=5_000, seed=41, attack_share=0.3))
+    lines = [line for line, _ in stream]
+    return {"lines": lines, "tasks": [t.to_plain() for t in stream.expected_tasks()]}
+
+
+def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
+        spark: Any, tmp_path: Path, traffic: dict[str, Any]) -> None:
+    lines = traffic["lines"]
+    drops = tmp_path / "drops"
+    landing = tmp_path / "landing"
+    drops.mkdir()
+    landing.mkdir()
+    size = -(-len(lines) // 6)
+    parts = [lines[i:i + size] for i in range(0, len(lines), size)]
+    paths = []
+    for i, part in enumerate(parts):
+        path = drops / f"drop-{i}.jsonl"
+        path.write_bytes(b"\n".join(part) + b"\n")
+        paths.append(landing / path.name)
+    where = [(str(paths[i]), n) for i, part in enumerate(parts)
+             for n in range(1, len(part) + 1)]
+    reference = _reference(lines, where)
+    plan = _plan(tmp_path, landing=str(landing), max_files_per_trigger=1)
+    # Drops arrive out of order: the fourth before the first three, then the rest.
+    order = [[3], [0, 1], [2, 5, 4]]
+    total = 0
+    for round_ in order:
+        for i in round_:
+            shutil.copy(drops / paths[i].name, paths[i])
+        result = run_stream(spark, plan, AVAILABLE_NOW)
+        total += result.lines_read
+        assert result.batches == len(round_)  # one file per micro-batch
+    assert total == len(lines)
+    lake = tmp_path / "lake"
+    assert _verdicts(lake) == reference
+    raw = delta_rows(lake / "raw_messages")
+    assert len(raw) == len(lines) and len({(r["source_file"], r["line_no"]) for r in raw}) \
+        == len(lines)
+    check_expectation(traffic["tasks"], lake)
+    # Nothing new: a run on the same checkpoint adds nothing.
+    again = run_stream(spark, plan, AVAILABLE_NOW)
+    assert again.lines_read == 0 and len(delta_rows(lake / "messages")) == len(lines)
+
+
+def test_kafka_records_equal_the_checker(spark: Any, kafka: Any, topic_name: str,
+                                         tmp_path: Path, traffic: dict[str, Any]) -> None:
+    lines = traffic["lines"][:3_000]
+    kafka.create_topic(topic_name, 1)
+    plan = _plan(tmp_path, kafka_bootstrap=kafka.broker.bootstrap, topic=topic_name)
+    kafka.produce(topic_name, lines[:1_800], partition=0)
+    first = run_stream(spark, plan, AVAILABLE_NOW)
+    kafka.produce(topic_name, lines[1_800:], partition=0)
+    second = run_stream(spark, plan, AVAILABLE_NOW)
+    assert (first.lines_read, second.lines_read) == (1_800, 1_200)
+    source = kafka_source_file(topic_name, 0)
+    reference = _reference(lines, [(source, n) for n in range(1, len(lines) + 1)])
+    assert _verdicts(tmp_path / "lake") == reference
