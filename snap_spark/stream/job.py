@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import threading
 import time
@@ -512,6 +513,21 @@ class BatchCommitter:
         result.counts.update({c: n for c, n in outcome.counts.items()})
         self.progress.record(batch_id, outcome, time.monotonic() - started,
                              [a["arrived"] for a in arrived])
+        log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
+        _hold_after_commit(batch_id)
+
+
+#: Fault injection for the kill tests: after committing the micro-batch this names (a
+#: batch id, or ``first``: the first batch this process commits), the stream says so on
+#: stderr and waits, so a test can kill it between the Delta commits and Spark's
+#: checkpoint commit. Unset in production.
+HOLD_AFTER_COMMIT_ENV = "SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT"
+
+
+def _hold_after_commit(batch_id: int) -> None:
+    if os.environ.get(HOLD_AFTER_COMMIT_ENV) in (str(batch_id), "first"):
+        log(f"holding after the commit of a batch ({HOLD_AFTER_COMMIT_ENV})")
+        time.sleep(600)
 
 
 def query_id(checkpoint: str) -> str:

@@ -1,0 +1,142 @@
+"""SIGKILL the stream (its whole process group) at several points of a micro-batch, restart
+it on the same checkpoint: every table holds each line exactly once, verdicts unchanged.
+
+Points: inside a micro-batch (after ``raw_messages`` is committed, before ``messages``),
+and between the Delta commits and Spark's checkpoint commit (the stream holds there when
+``SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT`` names the batch). Sources: a landing folder and
+Kafka. The reference is the checker over all lines, which knows nothing of the stream.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.sample import SampleConfig, generate
+from snap_spark.stream.job import HOLD_AFTER_COMMIT_ENV, kafka_source_file
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = 4
+
+
+@pytest.fixture(scope="module")
+def lines() -> list[bytes]:
+    return [line for line, _ in generate(SampleConfig(agents=5, messages=4_000, seed=19,
+                                                      attack_share=0.3))]
+
+
+def start_stream(args: list[str], hold: str | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": str(ROOT)}
+    env.pop(HOLD_AFTER_COMMIT_ENV, None)
+    if hold is not None:
+        env[HOLD_AFTER_COMMIT_ENV] = hold
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "jobs" / "stream_verify.py"), "--master", "local[2]",
+         "--trigger", "available-now", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", "spark.snap.lake.backend=delta-rs", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+
+def kill_when(proc: subprocess.Popen[bytes], text: str, nth: int = 1) -> str:
+    """SIGKILL the stream's process group as soon as ``text`` appears on its stderr for the
+    ``nth`` time."""
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 300
+    while seen.count(text.encode()) < nth:
+        line = proc.stderr.readline()
+        if not line or time.monotonic() > deadline:
+            break
+        seen += line
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert seen.count(text.encode()) >= nth, seen.decode(errors="replace")[-3000:]
+    return seen.decode(errors="replace")
+
+
+def finish(proc: subprocess.Popen[bytes]) -> str:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+    return out.decode()
+
+
+def check_lake(lake: Path, reference: dict[tuple[str, int], Any]) -> None:
+    for table in ("raw_messages", "messages"):
+        rows = delta_rows(lake / table, "select source_file, line_no from t")
+        counted = Counter((r["source_file"], r["line_no"]) for r in rows)
+        assert set(counted) == set(reference), table
+        assert max(counted.values()) == 1, (table, counted.most_common(2))
+    got = {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
+           for m in delta_rows(lake / "messages")}
+    assert got == reference
+
+
+MOMENTS = [
+    # raw_messages of batch 1 committed, its messages not yet
+    ("inside a micro-batch", None, "stage 3/4 raw_messages: +"),
+    # every table of batch 1 committed, Spark's checkpoint not
+    ("between the Delta commits and the checkpoint", "1", "holding after the commit"),
+]
+
+
+@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS, ids=[m[0] for m in MOMENTS])
+def test_kill_a_landing_folder_stream_and_restart(
+        tmp_path: Path, lines: list[bytes], moment: str, hold: str | None, text: str) -> None:
+    landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
+    landing.mkdir()
+    size = -(-len(lines) // PARTS)
+    where: list[tuple[str, int]] = []
+    for i in range(PARTS):
+        part = lines[i * size:(i + 1) * size]
+        path = landing / f"part-{i}.jsonl"
+        path.write_bytes(b"\n".join(part) + b"\n")
+        where.extend((str(path), n) for n in range(1, len(part) + 1))
+    reference = _reference(lines, where)
+    args = ["--landing", str(landing), "--lake", str(lake), "--checkpoint", str(ckpt),
+            "--max-files-per-trigger", "1"]
+    # inside: right after batch 1's raw_messages commit (the second such line)
+    kill_when(start_stream(args, hold), text, nth=2 if hold is None else 1)
+    finish(start_stream(args))
+    check_lake(lake, reference)
+
+
+@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS, ids=[m[0] for m in MOMENTS])
+def test_kill_a_kafka_stream_and_restart(
+        tmp_path: Path, lines: list[bytes], kafka: Any, topic_name: str, moment: str,
+        hold: str | None, text: str) -> None:
+    lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
+    kafka.create_topic(topic_name, 1)
+    half = len(lines) // 2
+    args = ["--kafka-bootstrap", kafka.broker.bootstrap, "--topic", topic_name,
+            "--lake", str(lake), "--checkpoint", str(ckpt)]
+    kafka.produce(topic_name, lines[:half], partition=0)
+    finish(start_stream(args))  # batch 0: the first half
+    kafka.produce(topic_name, lines[half:], partition=0)
+    # the first batch this process commits holds the second half
+    kill_when(start_stream(args, "first" if hold is not None else None), text)
+    finish(start_stream(args))
+    source = kafka_source_file(topic_name, 0)
+    check_lake(lake, _reference(lines, [(source, n) for n in range(1, len(lines) + 1)]))
+
+
+def _reference(lines: list[bytes], where: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    names = [line_name(src, n) for src, n in where]
+    return {key: (v.error_code, v.error_detail or None) for key, v in
+            zip(where, check_lines(lines, ReceiptClock.refuse(), names=names), strict=True)}
