@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker test run tasks check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker test run stream print-stream-jars tasks check-sample lint bench check-java clean
 
 setup: $(STAMP) delta-jars kafka-jars
 
@@ -77,6 +77,27 @@ run: setup $(SAMPLE)
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/verify_messages.py --input $(SAMPLE) --lake $(LAKE)
+
+# The stream job over a landing folder, available-now (a catch-up run; drop more files into
+# $(LANDING) and run it again: only they are read). The sample is linked into the folder.
+LANDING ?= data/landing
+STREAM_LAKE ?= data/stream-lake
+CHECKPOINT ?= data/checkpoints/stream
+TRIGGER ?= available-now
+stream: setup $(SAMPLE)
+	@mkdir -p $(LANDING)
+	@test -e $(LANDING)/$(notdir $(SAMPLE)) || ln $(SAMPLE) $(LANDING)/$(notdir $(SAMPLE)) 2>/dev/null || cp $(SAMPLE) $(LANDING)/
+	$(VENV)/bin/spark-submit --master '$(MASTER)' \
+		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--conf spark.ui.showConsoleProgress=false \
+		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
+		$(if $(STREAM_JARS),--jars '$(STREAM_JARS)') \
+		jobs/stream_verify.py --landing $(LANDING) --lake $(STREAM_LAKE) \
+		--checkpoint $(CHECKPOINT) --trigger $(TRIGGER) --max-files-per-trigger 1
+
+# The JARs a Kafka stream needs on spark-submit's --jars (Delta's and Kafka's, cached).
+print-stream-jars:
+	@echo '$(STREAM_JARS)'
 
 # task_events and tasks rebuilt from the messages `make run` landed.
 tasks: setup
