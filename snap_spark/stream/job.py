@@ -431,6 +431,8 @@ class BatchCommitter:
         self.settings, self.staging, self.result, self.progress = (settings, staging, result,
                                                                   progress)
         self.lock = threading.Lock()
+        #: keys held in the replay state, per bucket (the last count each bucket reported)
+        self.state_keys: dict[int, int] = {}
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         with self.lock:
@@ -444,6 +446,7 @@ class BatchCommitter:
         from snap_spark.pipeline.land import LANDED_SCHEMA
         from snap_spark.protocol.replay import duplicate_detail
         from snap_spark.protocol.verdict import DUPLICATE
+        from snap_spark.stream.replay_state import STATE_KEYS_KIND, state_keys
 
         started = time.monotonic()
         app_id = APP_ID_PREFIX + query_id(self.plan.checkpoint)
@@ -455,6 +458,8 @@ class BatchCommitter:
             blank = dict.fromkeys(LANDED_SCHEMA.names)
             passthrough = [{**blank, **json.loads(r["passthrough"])}
                            for r in narrow if r["passthrough"]]
+            self.state_keys = state_keys(passthrough, self.state_keys)
+            passthrough = [r for r in passthrough if r["kind"] != STATE_KEYS_KIND]
             if not passthrough:  # no input (a batch that only fires timers): nothing to commit
                 return
             pieces = [r for r in passthrough if r["kind"] in ("piece", "skipped")]
@@ -512,7 +517,7 @@ class BatchCommitter:
         result.files_skipped += sum(1 for r in pieces if r["kind"] == "skipped")
         result.counts.update({c: n for c, n in outcome.counts.items()})
         self.progress.record(batch_id, outcome, time.monotonic() - started,
-                             [a["arrived"] for a in arrived])
+                             [a["arrived"] for a in arrived], sum(self.state_keys.values()))
         log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
         _hold_after_commit(batch_id)
 

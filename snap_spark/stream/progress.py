@@ -3,10 +3,10 @@
 The stream's ``foreachBatch`` records what it committed (:meth:`BatchProgress.record`: lines,
 verdict counts, commit time, end-to-end latency); a ``StreamingQueryListener``
 (:class:`ProgressListener`) joins that with Spark's own progress of the batch (input rows,
-state rows of the replay window, batch duration) and prints::
+state rows of the replay window (one per bucket of keys), batch duration) and prints::
 
     batch 12: 4,000 in, valid 3,642, rejected 358 (1003:40 2001:12 2004:280 2006:26),
-    state rows 2,913, 1.8 s, latency p50 3.1 s max 9.7 s
+    state keys 2,913, state rows 32, 1.8 s, latency p50 3.1 s max 9.7 s
 
 on stderr, and appends the same fields as one JSON object per line to ``--progress-json``.
 
@@ -39,7 +39,7 @@ class BatchProgress:
         self._batches: dict[int, dict[str, Any]] = {}
 
     def record(self, batch_id: int, outcome: Any, seconds: float,
-               landed_at: Sequence[float]) -> None:
+               landed_at: Sequence[float], state_keys: int | None = None) -> None:
         """Note a committed batch: ``outcome`` a :class:`~snap_spark.pipeline.job.JobResult`,
         ``landed_at`` when each input of the batch arrived (file modification times, Kafka
         record times; unix seconds)."""
@@ -56,6 +56,7 @@ class BatchProgress:
                 "rejected": outcome.rejected,
                 "codes": codes,
                 "rows_redecided": outcome.rows_redecided,
+                "state_keys": state_keys,
                 "commit_seconds": round(seconds, 3),
                 "latency_p50": round(statistics.median(latencies), 3) if latencies else None,
                 "latency_max": round(latencies[-1], 3) if latencies else None,
@@ -73,6 +74,8 @@ def format_line(fields: dict[str, Any]) -> str:
     parts = [f"batch {fields['batch_id']}: {fields.get('rows_in', 0):,} in",
              f"valid {fields.get('valid', 0):,}",
              f"rejected {fields.get('rejected', 0):,}" + (f" ({codes})" if codes else "")]
+    if fields.get("state_keys") is not None:
+        parts.append(f"state keys {fields['state_keys']:,}")
     if fields.get("state_rows") is not None:
         parts.append(f"state rows {fields['state_rows']:,}")
     if fields.get("batch_seconds") is not None:

@@ -22,11 +22,13 @@ from pyspark.sql import functions as F
 
 from snap_spark.protocol.replay import duplicate_detail, replayed_rows
 from snap_spark.stream.replay_state import (
+    BUCKET_COLUMN,
     CANDIDATE_SCHEMA,
     VERDICT_SCHEMA,
     ReplayStateProcessor,
     configure_state_store,
     replay_verdicts,
+    state_keys,
     state_rows,
 )
 
@@ -65,15 +67,27 @@ def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, latene
     and the query's progress reports."""
     configure_state_store(spark)
     batches: list[tuple[int, list[Row]]] = []
+    known: dict[int, int] = {}
+    keys_held: list[int] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = [r.asDict() for r in df.collect()]
+        reports = [json.loads(r["passthrough"]) for r in rows if r["passthrough"]]
+        known.update(state_keys(reports, known))
+        keys_held.append(sum(known.values()))
+        batches.append((batch_id, [r for r in rows if not r["passthrough"]]))
+
     candidates = (spark.readStream.schema(CANDIDATE_SCHEMA).option("maxFilesPerTrigger", 1)
                   .json(str(drops.src)))
     query = (replay_verdicts(candidates, window, lateness).writeStream
-             .foreachBatch(lambda df, batch_id: batches.append(
-                 (batch_id, [r.asDict() for r in df.collect()])))
+             .foreachBatch(collect)
              .option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    return batches, list(query.recentProgress)
+    progress = list(query.recentProgress)
+    for report, held in zip(progress, keys_held, strict=False):
+        report["stateKeys"] = held  # keys held after the batch (the state has one row a bucket)
+    return batches, progress
 
 
 def final_verdicts(batches: Sequence[tuple[int, list[Row]]], window: float
@@ -305,15 +319,16 @@ def test_spark_drops_late_rows_when_the_watermark_column_reaches_the_operator(
                   .json(str(landing.src))
                   .withColumn("t", F.timestamp_seconds("received_at"))
                   .withWatermark("t", "10 seconds"))
-    verdicts = candidates.groupBy("sender", "msg_id").transformWithStateInPandas(
-        ReplayStateProcessor(WINDOW), VERDICT_SCHEMA, "Append", "EventTime")
+    verdicts = (candidates.withColumn(BUCKET_COLUMN, F.lit(0))
+                .groupBy(BUCKET_COLUMN).transformWithStateInPandas(
+                    ReplayStateProcessor(WINDOW), VERDICT_SCHEMA, "Append", "EventTime"))
     query = (verdicts.writeStream
              .foreachBatch(lambda df, _: batches.append([r.asDict() for r in df.collect()]))
              .option("checkpointLocation", str(tmp_path / "ckpt"))
              .trigger(availableNow=True).start())
     query.awaitTermination()
 
-    seen = {r["msg_id"] for rows in batches for r in rows}
+    seen = {r["msg_id"] for rows in batches for r in rows if not r["passthrough"]}
     assert seen == {"x", "y", "z"}  # "w" was dropped before the processor
     dropped = sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress
                   for op in p["stateOperators"])
@@ -346,7 +361,7 @@ def test_state_rows_stay_bounded_by_the_traffic_within_the_window(spark: Any,
     everything = [r for rows in drops for r in rows]
     check_batches(batches, everything)
     assert final_verdicts(batches, WINDOW) == fold_verdicts(everything, WINDOW)
-    counts = [state_rows(p) for p in progress]
+    counts = [p["stateKeys"] for p in progress]
     assert len(counts) == n_drops + 1  # one batch per drop, then the closing no-data batch
     # A key stays exactly until the watermark passes its newest receipt time + the window:
     # batch b runs at the watermark (newest receipt time of batches < b) - lateness.
@@ -361,7 +376,8 @@ def test_state_rows_stay_bounded_by_the_traffic_within_the_window(spark: Any,
             newest[key] = max(newest.get(key, r["received_at"]), r["received_at"])
         expected.append(sum(math.ceil((at + WINDOW) * 1000) + 1 > watermark_ms
                             for at in newest.values()))
-    print(f"state rows after each batch: {counts} (keys seen: {len(newest)})")
+    print(f"state keys after each batch: {counts} (keys seen: {len(newest)}; state rows: "
+          f"{[state_rows(p) for p in progress]})")
     assert counts == expected
     assert max(expected) <= 3 * per_drop  # bounded by the traffic within about one window
     assert len(newest) == 10 * per_drop
