@@ -214,6 +214,8 @@ class StreamPlan:
     topic: str | None = None
     max_files_per_trigger: int | None = None
     progress_json: str | None = None
+    #: partitions of the replay state (default: the cluster's default parallelism)
+    state_partitions: int | None = None
 
 
 def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> DataFrame:
@@ -304,6 +306,9 @@ class StreamVerify(Job):
                             f"against the lake (default {DEFAULT_LATENESS:g})")
         parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
                             help="at most N new files per micro-batch (landing folder)")
+        parser.add_argument("--state-partitions", type=int, metavar="N",
+                            help="partitions of the replay state, fixed when a checkpoint is "
+                            "new (default: the cluster's default parallelism)")
         parser.add_argument("--progress-json", metavar="FILE",
                             help="also append one JSON line per micro-batch to FILE")
 
@@ -319,6 +324,8 @@ class StreamVerify(Job):
             raise UsageError(f"--lateness must be seconds >= 0, got {args.lateness}")
         if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
             raise UsageError("--max-files-per-trigger must be at least 1")
+        if args.state_partitions is not None and args.state_partitions < 1:
+            raise UsageError("--state-partitions must be at least 1")
 
     def run(self, spark: SparkSession, context: Context) -> StreamResult:
         args = context.args
@@ -327,7 +334,7 @@ class StreamVerify(Job):
             lateness=args.lateness, run_id=uuid.uuid4().hex, landing=args.landing,
             kafka_bootstrap=args.kafka_bootstrap, topic=args.topic,
             max_files_per_trigger=args.max_files_per_trigger,
-            progress_json=args.progress_json)
+            progress_json=args.progress_json, state_partitions=args.state_partitions)
         return run_stream(spark, plan, parse_trigger(args.trigger))
 
     def summary(self, result: Any) -> str:
@@ -384,6 +391,11 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     if plan.landing and storage.path_kind(plan.landing) != "dir":
         raise UsageError(f"--landing {plan.landing} is not a folder")
     configure_state_store(spark)
+    # The stateful step's partitions (each a RocksDB store, opened and committed every
+    # micro-batch): Spark's default of 200 costs seconds a batch on a small cluster. A
+    # checkpoint keeps the number it started with.
+    spark.conf.set("spark.sql.shuffle.partitions",
+                   str(plan.state_partitions or spark.sparkContext.defaultParallelism))
     staging = table_uri(storage.join(plan.lake_dir, "_staging", plan.run_id))
     spec = LandSpec(
         ingest_id=plan.run_id, ingest_time_us=int(time.time() * 1_000_000), file_keys={},
