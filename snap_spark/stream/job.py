@@ -41,14 +41,14 @@ import re
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from snap_spark import __version__, storage
+from snap_spark.pipeline.job import JobResult
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -68,25 +68,11 @@ _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)(ms|s|m)?
 
 
 @dataclass
-class StreamResult:
-    """What a stream did until it stopped (an ``available-now`` run: all of its input)."""
+class StreamResult(JobResult):
+    """What a stream did until it stopped (an ``available-now`` run: all of its input): the
+    batch job's counts, summed over the micro-batches this process committed."""
 
     batches: int = 0
-    lines_read: int = 0
-    raw_rows_written: int = 0
-    message_rows_written: int = 0
-    rows_redecided: int = 0
-    files_skipped: int = 0
-    counts: Counter[int | None] = field(default_factory=Counter)
-    seconds: float = 0.0
-
-    @property
-    def valid(self) -> int:
-        return self.counts.get(None, 0)
-
-    @property
-    def rejected(self) -> int:
-        return sum(n for code, n in self.counts.items() if code is not None)
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -121,37 +107,72 @@ def _local_path(location: str) -> str:
     return location
 
 
-def land_files(spec: LandSpec, ledger_path: str, batches: Iterable[pa.RecordBatch]
+#: Rows of the file-planning step: one per line range of a new file (or one ``skipped``).
+RANGE_SCHEMA = pa.schema([
+    pa.field("path", pa.string()), pa.field("file_key", pa.string()),
+    pa.field("start", pa.int64()), pa.field("end", pa.int64()),
+    pa.field("first_line", pa.int64()), pa.field("index", pa.int32()),
+    pa.field("size", pa.int64()), pa.field("arrived", pa.float64()),
+    pa.field("skipped", pa.bool_()),
+])
+#: Files larger than this are cut into line ranges landed by several tasks.
+STREAM_SPLIT_BYTES = 16 * 1024 * 1024
+
+
+def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBatch]
                ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function over new files of the landing folder (column ``path``): land
-    each whole file (:func:`snap_spark.pipeline.land.land_range`) under the key of its bytes;
-    a file whose bytes the lake already holds yields one ``skipped`` row instead."""
+    """``mapInArrow`` function over new files of the landing folder (column ``path``): key
+    each file by its bytes (:func:`snap_spark.pipeline.ingest.file_digest`) and cut it into
+    line ranges (:func:`snap_spark.lines.plan_line_ranges`), one :data:`RANGE_SCHEMA` row
+    each; a file whose bytes the lake already holds gives one ``skipped`` row."""
     from snap_spark.lake import table_rows
+    from snap_spark.lines import plan_line_ranges
     from snap_spark.pipeline.ingest import file_digest
-    from snap_spark.pipeline.land import LANDED_SCHEMA, land_range
 
     landed: set[str] | None = None
     for batch in batches:
+        rows: list[dict[str, Any]] = []
         for path in batch.column("path").to_pylist():
             location = _local_path(path)
             stat = storage.file_stat(location)
-            size = stat.size
-            mtime = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
-            key, _ = file_digest(location, size)
+            arrived = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
+            key, _ = file_digest(location, stat.size)
             if landed is None:
                 landed = {row["file_key"] for row in table_rows(ledger_path)}
+            common = {"path": location, "file_key": key, "size": stat.size,
+                      "arrived": arrived}
             if key in landed:
-                yield pa.RecordBatch.from_pylist(
-                    [{"kind": "skipped", "source_file": location, "file_key": key,
-                      "lines": 0}], schema=LANDED_SCHEMA)
+                rows.append({**common, "index": 0, "skipped": True})
                 continue
-            mine = dataclasses.replace(spec, file_keys={location: key},
-                                       raw_keys=frozenset({key}), msg_keys=frozenset({key}))
-            yield from land_range(mine, 0, location)
-            yield pa.RecordBatch.from_pylist(
-                [{"kind": "piece", "source_file": location, "file_key": key,
-                  "info": json.dumps({"size": size, "arrived": mtime})}],
-                schema=LANDED_SCHEMA)
+            for index, part in enumerate(plan_line_ranges(location, split_bytes)):
+                rows.append({**common, "start": part.start, "end": part.end,
+                             "first_line": part.first_line, "index": index,
+                             "skipped": False})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=RANGE_SCHEMA)
+
+
+def land_files(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function over :data:`RANGE_SCHEMA` rows: land each range
+    (:func:`snap_spark.pipeline.land.land_range`) under its file's key; the first range of
+    a file also yields the file's ``piece`` row (``skipped`` for a file already landed)."""
+    from snap_spark.pipeline.land import LANDED_SCHEMA, land_range
+
+    for batch in batches:
+        for row in batch.to_pylist():
+            path, key = row["path"], row["file_key"]
+            if row["index"] == 0:
+                yield pa.RecordBatch.from_pylist(
+                    [{"kind": "skipped" if row["skipped"] else "piece", "source_file": path,
+                      "file_key": key,
+                      "info": json.dumps({"size": row["size"], "arrived": row["arrived"]})}],
+                    schema=LANDED_SCHEMA)
+            if row["skipped"]:
+                continue
+            mine = dataclasses.replace(spec, file_keys={path: key}, raw_keys=frozenset({key}),
+                                       msg_keys=frozenset({key}))
+            yield from land_range(mine, row["index"], path, row["start"], row["end"],
+                                  row["first_line"])
 
 
 def kafka_source_file(topic: str, partition: int) -> str:
@@ -247,9 +268,15 @@ def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> Data
               .option("pathGlobFilter", "{" + globs + "}"))
     if plan.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(plan.max_files_per_trigger))
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     files = reader.load(plan.landing).select("path")
     ledger = storage.join(plan.lake_dir, "ingested_files")
-    return files.mapInArrow(functools.partial(land_files, spec, ledger), landed_struct())
+    ranges = files.mapInArrow(functools.partial(plan_files, ledger, STREAM_SPLIT_BYTES),
+                              from_arrow_schema(RANGE_SCHEMA))
+    # ranges of big files spread over the cluster's cores
+    ranges = ranges.repartition(spark.sparkContext.defaultParallelism)
+    return ranges.mapInArrow(functools.partial(land_files, spec), landed_struct())
 
 
 def replay_input(landed: DataFrame) -> DataFrame:
@@ -338,21 +365,10 @@ class StreamVerify(Job):
         return run_stream(spark, plan, parse_trigger(args.trigger))
 
     def summary(self, result: Any) -> str:
-        from snap_spark.protocol.checker import format_balance
+        from snap_spark.pipeline.job import format_summary
 
         assert isinstance(result, StreamResult)
-        rate = result.lines_read / result.seconds if result.seconds else 0.0
-        balance = format_balance(result.lines_read, result.counts)
-        return "\n".join([
-            f"micro-batches: {result.batches}   files skipped (already landed): "
-            f"{result.files_skipped}",
-            balance[0],
-            f"rows written: raw_messages +{result.raw_rows_written}, messages "
-            f"+{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
-            *balance[1:],
-            *([f"earlier messages rows re-decided: {result.rows_redecided}"]
-              if result.rows_redecided else []),
-        ])
+        return f"micro-batches: {result.batches}\n{format_summary(result)}"
 
 
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
@@ -527,7 +543,10 @@ class BatchCommitter:
         result.message_rows_written += outcome.message_rows_written
         result.rows_redecided += outcome.rows_redecided
         result.files_skipped += sum(1 for r in pieces if r["kind"] == "skipped")
-        result.counts.update({c: n for c, n in outcome.counts.items()})
+        result.files_processed += sum(1 for r in pieces if r["kind"] == "piece")
+        result.files_seen = result.files_processed + result.files_skipped
+        for code, n in outcome.counts.items():
+            result.counts[code] = result.counts.get(code, 0) + n
         self.progress.record(batch_id, outcome, time.monotonic() - started,
                              [a["arrived"] for a in arrived], sum(self.state_keys.values()))
         log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
