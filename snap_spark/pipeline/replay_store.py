@@ -23,11 +23,11 @@ the lines were cut into runs and in whatever order the runs came (ties in receip
 taken in ``(source_file, line_no)`` order). ``docs/verdicts.md`` says which verdicts can
 change after they were written.
 
-Examples:
-    >>> decided = decide_against_lake(spark, lake, "data/lake/messages", candidates_df,
-    ...                               since=1770163080.0, window=120.0)  # doctest: +SKIP
-    >>> decided.changes.num_rows  # lake rows whose verdict this run changes  # doctest: +SKIP
-    0
+Example (a SparkSession ``spark``, a :class:`~snap_spark.lake.Lake` ``lake``)::
+
+    decided = decide_against_lake(spark, lake, "data/lake/messages", candidates_df,
+                                  since=1770163080.0, window=120.0)
+    decided.changes.num_rows  # lake rows whose verdict this run changes
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         ...         "signature_detail": None}
         >>> run = {**lake, "origin": "run", "received_at": 50.0, "source_file": "a",
         ...        "file_key": "ka"}
-        >>> [(r["kind"], r["code"]) for r in fold_key([run, lake], 120)]
+        >>> [(r["kind"], r.get("code")) for r in fold_key([run, lake], 120)]
         [('key', None), ('redecided', None), ('change', 2006)]
     """
     first_run = next((i for i, r in enumerate(rows) if r["origin"] == "run"), None)
