@@ -58,18 +58,18 @@ differs, this one included. Rows with ``exact = true`` equal the batch fold over
 candidate offered so far, provided no candidate of their key arrives behind the watermark
 later (that one comes out ``exact = false``, and re-deciding its key repairs the others).
 
-**State layout.** One ``ValueState`` per key, :data:`STATE_SCHEMA`: the key's
-:class:`~snap_spark.protocol.replay.ReplayKeyState` as compact JSON
-(:meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`; each candidate is
-``[received_at, auth_code, [file_key, line_no], [source_file, line_no], duplicate_of]``),
-and the expiry of the key's one event-time timer. Each batch first calls ``expire`` at the
-batch's watermark; the timer is set just after ``max(newest candidate, anchor) + window``,
-when ``expire`` empties the state, and the row is deleted then. So the number of state rows
-is the number of keys with a candidate received within ``window + lateness`` of the newest
-receipt time, whatever the history. JSON was chosen over a nested struct: the state is
-written whole on every change, a single string crosses the Python/JVM boundary as one
-pickled value instead of a row of arrays the JVM converts field by field, and it is the
-form ``to_plain``/``from_plain`` already round-trip.
+**State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``, 32 by
+default): PySpark 4.0 costs about 1.5 ms of state calls and frames per grouping key, so one
+group per key ran the stream at 500 lines/s. Each bucket holds a ``ListState`` of one row
+per key (:data:`STATE_SCHEMA`: the key, the event time at which ``expire`` will have dropped
+it whole, and its :class:`~snap_spark.protocol.replay.ReplayKeyState` as compact JSON from
+:meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`), read and rewritten in bulk
+once per micro-batch that touches the bucket, and one event-time timer at the bucket's
+first expiry. Each touched key is expired at the batch's watermark before it is stepped;
+keys past their expiry are deleted whenever their bucket is touched or its timer fires. So
+the keys held are those with a candidate received within ``window + lateness`` of the
+newest receipt time, whatever the history; each bucket reports its count in a
+``state_keys`` row (:func:`state_keys`), since Spark's own row count is per bucket.
 
 **applyInPandasWithState** still fails on the installed pyarrow 26.0.1: the first
 micro-batch stops with ``TypeError: 'float' object cannot be interpreted as an integer`` in
@@ -100,6 +100,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
+    ListState,
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
@@ -147,9 +148,14 @@ VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_n
                           "received_at", "code", "duplicate_of", "changed", "exact",
                           "auth_code", "passthrough")
 
-#: One row per bucket: the ReplayKeyState of each of its keys as JSON, and its timer.
-STATE_SCHEMA: Final = "state string, timer_ms long"
+#: A bucket's state: a ``ListState`` of one row per key (the key, when ``expire`` will
+#: have dropped it whole, its ReplayKeyState as JSON), read and rewritten in bulk (Arrow
+#: batches: a single large value through ``ValueState`` breaks the state server's pickle
+#: framing, measured at a few MB), and a ``ValueState`` with the bucket's one timer.
+STATE_SCHEMA: Final = "key string, expiry_ms long, state string"
 STATE_NAME: Final = "replay"
+TIMER_SCHEMA: Final = "timer_ms long"
+TIMER_NAME: Final = "replay_timer"
 #: State is held per bucket of keys (a hash of ``(sender, msg_id)``): one state read and
 #: one write per bucket and micro-batch instead of several per key, which in PySpark 4.0
 #: cost about 1.5 ms a key (make stream: 507 lines/s keyed per key).
@@ -313,33 +319,36 @@ class ReplayStateProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._value: ValueState = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        self._keys: ListState = handle.getListState(STATE_NAME, STATE_SCHEMA)
+        self._timer: ValueState = handle.getValueState(TIMER_NAME, TIMER_SCHEMA)
 
     def close(self) -> None:
         pass
 
     def _load(self) -> tuple[dict[str, Any], int | None]:
-        """The bucket's keys (``"sender\\nmsg_id"`` -> ``[expiry_ms, plain state]``) and timer."""
-        if not self._value.exists():
+        """The bucket's keys (``"sender\\nmsg_id"`` -> ``[expiry_ms, JSON state]``) and timer."""
+        if not self._timer.exists():
             return {}, None
-        stored = self._value.get()
-        if stored is None:
-            return {}, None
-        return orjson.loads(stored[0]), (None if stored[1] is None else int(stored[1]))
+        stored = self._timer.get()
+        timer_ms = None if stored is None or stored[0] is None else int(stored[0])
+        keys = {row[0]: [int(row[1]), row[2]] for row in self._keys.get()}
+        return keys, timer_ms
 
     def _save(self, keys: dict[str, Any], timer_ms: int | None) -> None:
         """Store the bucket (or delete it when empty) with one timer at its first expiry."""
         if not keys:
             if timer_ms is not None:
                 self._handle.deleteTimer(timer_ms)
-            self._value.clear()
+            self._keys.clear()
+            self._timer.clear()
             return
         wanted = min(entry[0] for entry in keys.values())
         if wanted != timer_ms:
             if timer_ms is not None:
                 self._handle.deleteTimer(timer_ms)
             self._handle.registerTimer(wanted)
-        self._value.update((orjson.dumps(keys).decode(), wanted))
+        self._keys.put([(name, entry[0], entry[1]) for name, entry in keys.items()])
+        self._timer.update((wanted,))
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -369,13 +378,13 @@ class ReplayStateProcessor(StatefulProcessor):
                 end += 1
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
-            state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
+            state = EMPTY_STATE if entry is None else decode_state(entry[1])
             state, rows_out = step_key(state, records[start:end], watermark, self.window)
             out.extend((sender, msg_id, *row) for row in rows_out)
             if state.is_empty:
                 keys.pop(name, None)
             else:
-                keys[name] = [expiry_ms(state, self.window), state.to_plain()]
+                keys[name] = [expiry_ms(state, self.window), encode_state(state)]
             start = end
         self._save(keys, timer_ms)
         yield _verdict_frame(out)
