@@ -60,16 +60,17 @@ later (that one comes out ``exact = false``, and re-deciding its key repairs the
 
 **State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``, 32 by
 default): PySpark 4.0 costs about 1.5 ms of state calls and frames per grouping key, so one
-group per key ran the stream at 500 lines/s. Each bucket holds a ``ListState`` of one row
-per key (:data:`STATE_SCHEMA`: the key, the event time at which ``expire`` will have dropped
-it whole, and its :class:`~snap_spark.protocol.replay.ReplayKeyState` as compact JSON from
-:meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`), read and rewritten in bulk
-once per micro-batch that touches the bucket, and one event-time timer at the bucket's
-first expiry. Each touched key is expired at the batch's watermark before it is stepped;
-keys past their expiry are deleted whenever their bucket is touched or its timer fires. So
-the keys held are those with a candidate received within ``window + lateness`` of the
-newest receipt time, whatever the history; each bucket reports its count in a
-``state_keys`` row (:func:`state_keys`), since Spark's own row count is per bucket.
+group per key ran the stream at 500 lines/s. Each bucket holds its keys as one JSON object
+(each key with the event time at which ``expire`` will have dropped it whole, and its
+:class:`~snap_spark.protocol.replay.ReplayKeyState` from
+:meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`) cut into 256 KiB pieces
+(:data:`STATE_SCHEMA`), read and rewritten in bulk once per micro-batch that touches the
+bucket, and one event-time timer at the bucket's first expiry. Each touched key is expired
+at the batch's watermark before it is stepped; keys past their expiry are deleted whenever
+their bucket is touched or its timer fires. So the keys held are those with a candidate
+received within ``window + lateness`` of the newest receipt time, whatever the history;
+each bucket reports its count in a ``state_keys`` row (:func:`state_keys`), since Spark's
+own row count is per bucket.
 
 **applyInPandasWithState** still fails on the installed pyarrow 26.0.1: the first
 micro-batch stops with ``TypeError: 'float' object cannot be interpreted as an integer`` in
@@ -148,11 +149,13 @@ VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_n
                           "received_at", "code", "duplicate_of", "changed", "exact",
                           "auth_code", "passthrough")
 
-#: A bucket's state: a ``ListState`` of one row per key (the key, when ``expire`` will
-#: have dropped it whole, its ReplayKeyState as JSON), read and rewritten in bulk (Arrow
-#: batches: a single large value through ``ValueState`` breaks the state server's pickle
-#: framing, measured at a few MB), and a ``ValueState`` with the bucket's one timer.
-STATE_SCHEMA: Final = "key string, expiry_ms long, state string"
+#: A bucket's state: its keys as one JSON object (key -> [when ``expire`` will have
+#: dropped it whole, its ReplayKeyState]) cut into pieces of :data:`CHUNK_CHARS` held in a
+#: ``ListState`` (a single multi-MB ``ValueState`` breaks the state server's pickle
+#: framing, and a list of one row per key makes RocksDB merge the list element by element:
+#: minutes for 200k keys), and a ``ValueState`` with the bucket's one timer.
+STATE_SCHEMA: Final = "chunk string"
+CHUNK_CHARS: Final = 256 * 1024
 STATE_NAME: Final = "replay"
 TIMER_SCHEMA: Final = "timer_ms long"
 TIMER_NAME: Final = "replay_timer"
@@ -331,8 +334,8 @@ class ReplayStateProcessor(StatefulProcessor):
             return {}, None
         stored = self._timer.get()
         timer_ms = None if stored is None or stored[0] is None else int(stored[0])
-        keys = {row[0]: [int(row[1]), row[2]] for row in self._keys.get()}
-        return keys, timer_ms
+        text = "".join(row[0] for row in self._keys.get())
+        return (orjson.loads(text) if text else {}), timer_ms
 
     def _save(self, keys: dict[str, Any], timer_ms: int | None) -> None:
         """Store the bucket (or delete it when empty) with one timer at its first expiry."""
@@ -347,7 +350,8 @@ class ReplayStateProcessor(StatefulProcessor):
             if timer_ms is not None:
                 self._handle.deleteTimer(timer_ms)
             self._handle.registerTimer(wanted)
-        self._keys.put([(name, entry[0], entry[1]) for name, entry in keys.items()])
+        text = orjson.dumps(keys).decode()
+        self._keys.put([(text[i:i + CHUNK_CHARS],) for i in range(0, len(text), CHUNK_CHARS)])
         self._timer.update((wanted,))
 
     def handleInputRows(
@@ -378,13 +382,13 @@ class ReplayStateProcessor(StatefulProcessor):
                 end += 1
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
-            state = EMPTY_STATE if entry is None else decode_state(entry[1])
+            state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
             state, rows_out = step_key(state, records[start:end], watermark, self.window)
             out.extend((sender, msg_id, *row) for row in rows_out)
             if state.is_empty:
                 keys.pop(name, None)
             else:
-                keys[name] = [expiry_ms(state, self.window), encode_state(state)]
+                keys[name] = [expiry_ms(state, self.window), state.to_plain()]
             start = end
         self._save(keys, timer_ms)
         yield _verdict_frame(out)
