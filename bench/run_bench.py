@@ -259,11 +259,13 @@ def measure_job(spark: Any, corpus: Path, runs: int, backend: str = "delta-rs"
         shutil.rmtree(lake, ignore_errors=True)
 
 
-def measure_stream(spark: Any, corpus: Path, drops: int = 20, backend: str = "delta-rs"
-                   ) -> dict[str, Any]:
+def measure_stream(spark: Any, corpus: Path, runs: int = 1, drops: int = 20,
+                   backend: str = "delta-rs") -> dict[str, Any]:
     """``jobs/stream_verify.py`` over the corpus cut into ``drops`` files in a landing
-    folder, available-now, on a new lake and checkpoint (the same work as the job, plus the
-    replay state and the streaming machinery)."""
+    folder, available-now, on a new lake and checkpoint each run (the same work as the job,
+    plus the replay state and the streaming machinery). Warm like the job: a stream over
+    the warm-up file first (a long-running stream has its classes loaded and its Python
+    workers started), then the fastest of ``runs``."""
     import uuid
 
     from snap_spark.session import LAKE_BACKEND_CONF
@@ -272,27 +274,105 @@ def measure_stream(spark: Any, corpus: Path, drops: int = 20, backend: str = "de
 
     spark.conf.set(LAKE_BACKEND_CONF, backend)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    work = Path(tempfile.mkdtemp(prefix="snap-bench-stream-"))
+
+    def once(lines: list[bytes], pieces: int) -> dict[str, Any]:
+        work = Path(tempfile.mkdtemp(prefix="snap-bench-stream-"))
+        try:
+            landing = work / "landing"
+            landing.mkdir()
+            size = -(-len(lines) // pieces)
+            for i in range(pieces):
+                (landing / f"drop-{i:03d}.jsonl").write_bytes(
+                    b"\n".join(lines[i * size:(i + 1) * size]) + b"\n")
+            plan = StreamPlan(lake_dir=str(work / "lake"), checkpoint=str(work / "ckpt"),
+                              settings=VerifySettings(), lateness=600.0,
+                              run_id=uuid.uuid4().hex, landing=str(landing))
+            started = time.perf_counter()
+            result = run_stream(spark, plan, {"availableNow": True})
+            wall = time.perf_counter() - started
+            return {"lines": result.lines_read, "seconds": wall, "drops": pieces,
+                    "batches": result.batches, "per_second": result.lines_read / wall,
+                    "valid": result.valid, "rejected": result.rejected}
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
+            shutil.rmtree(work, ignore_errors=True)
+
+    once(warmup_file(corpus).read_bytes().splitlines(), 2)
+    lines = corpus.read_bytes().splitlines()
+    return best_of(runs, lambda: once(lines, drops))
+
+
+def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 40,
+                    trigger: str = "2 seconds", backend: str = "delta-rs") -> dict[str, Any]:
+    """Latency from file landing to commit: ``jobs/stream_verify.py`` under a
+    processing-time trigger while one file of ``rate`` corpus lines lands in its folder
+    every second for ``seconds`` (written aside, then renamed in). Latency of a file =
+    the time its batch committed minus its modification time, as the stream's
+    ``--progress-json`` reports it; p50/p95 over every file."""
+    import threading
+    import uuid
+
+    from snap_spark.session import LAKE_BACKEND_CONF
+    from snap_spark.settings import VerifySettings
+    from snap_spark.stream.job import StreamPlan, run_stream
+    from snap_spark.stream.progress import percentile
+
+    spark.conf.set(LAKE_BACKEND_CONF, backend)
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    work = Path(tempfile.mkdtemp(prefix="snap-bench-latency-"))
+    lines = corpus.read_bytes().splitlines()
+    landing, progress = work / "landing", work / "progress.jsonl"
+    landing.mkdir()
+    plan = StreamPlan(lake_dir=str(work / "lake"), checkpoint=str(work / "ckpt"),
+                      settings=VerifySettings(), lateness=600.0, run_id=uuid.uuid4().hex,
+                      landing=str(landing), progress_json=str(progress))
+    outcome: dict[str, Any] = {}
+
+    def stream() -> None:
+        try:
+            outcome["result"] = run_stream(spark, plan, {"processingTime": trigger})
+        except BaseException as exc:  # reported below
+            outcome["error"] = exc
+
+    def committed() -> list[dict[str, Any]]:
+        if not progress.exists():
+            return []
+        return [json.loads(line) for line in progress.read_text().splitlines() if line]
+
+    runner = threading.Thread(target=stream, daemon=True)
+    runner.start()
     try:
-        landing = work / "landing"
-        landing.mkdir()
-        lines = corpus.read_bytes().splitlines()
-        size = -(-len(lines) // drops)
-        for i in range(drops):
-            (landing / f"drop-{i:03d}.jsonl").write_bytes(
-                b"\n".join(lines[i * size:(i + 1) * size]) + b"\n")
-        plan = StreamPlan(lake_dir=str(work / "lake"), checkpoint=str(work / "ckpt"),
-                          settings=VerifySettings(), lateness=600.0, run_id=uuid.uuid4().hex,
-                          landing=str(landing))
-        started = time.perf_counter()
-        result = run_stream(spark, plan, {"availableNow": True})
-        wall = time.perf_counter() - started
-        return {"lines": result.lines_read, "seconds": wall, "drops": drops,
-                "batches": result.batches, "per_second": result.lines_read / wall,
-                "valid": result.valid, "rejected": result.rejected}
+        while not spark.streams.active and runner.is_alive():
+            time.sleep(0.1)
+        started = time.time()
+        for i in range(seconds):
+            part = lines[(i * rate) % len(lines):][:rate]
+            aside = work / f"drop-{i:04d}.jsonl"
+            aside.write_bytes(b"\n".join(part) + b"\n")
+            aside.rename(landing / aside.name)
+            time.sleep(max(0.0, started + i + 1 - time.time()))
+        expected = seconds * rate
+        deadline = time.time() + 300
+        while sum(b["lines"] for b in committed()) < expected and time.time() < deadline \
+                and runner.is_alive():
+            time.sleep(0.5)
     finally:
+        for query in spark.streams.active:
+            query.stop()
+        runner.join(timeout=120)
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        shutil.rmtree(work, ignore_errors=True)
+    if "error" in outcome:
+        raise outcome["error"]
+    batches = committed()
+    shutil.rmtree(work, ignore_errors=True)
+    latencies = [x for b in batches for x in b["latencies"]]
+    if len(latencies) != seconds:
+        raise RuntimeError(f"{len(latencies)} of {seconds} files committed")
+    return {"rate_lines_per_second": rate, "files": len(latencies), "trigger": trigger,
+            "batches": len(batches), "lines": sum(b["lines"] for b in batches),
+            "latency_p50": percentile(latencies, 0.50),
+            "latency_p95": percentile(latencies, 0.95), "latency_max": max(latencies),
+            "batch_seconds_p50": percentile([b["batch_seconds"] for b in batches], 0.5)}
 
 
 def main() -> int:
@@ -335,8 +415,14 @@ def main() -> int:
     print(f"        {results['job']['per_second']:,.0f} lines/s", flush=True)
     print("[bench] 4c  jobs/stream_verify.py, available-now over the corpus in 20 drops",
           flush=True)
-    results["stream"] = measure_stream(spark, corpus)
+    results["stream"] = measure_stream(spark, corpus, args.runs)
     print(f"        {results['stream']['per_second']:,.0f} lines/s", flush=True)
+    print("[bench] 4d  stream latency, processing-time trigger, steady rate", flush=True)
+    results["stream_latency"] = measure_latency(spark, corpus)
+    latency = results["stream_latency"]
+    print(f"        p50 {latency['latency_p50']:.1f} s, p95 {latency['latency_p95']:.1f} s "
+          f"({latency['rate_lines_per_second']:,} lines/s, trigger {latency['trigger']})",
+          flush=True)
     if args.delta_spark:
         from snap_spark.session import has_delta_spark
 
@@ -379,6 +465,9 @@ def main() -> int:
             print(f"  {name:<34}{results[name]['per_second']:>10,.0f}")
     for name, value in ratios.items():
         print(f"  {name:<34}{value:>10.2f}x")
+    latency = results["stream_latency"]
+    print(f"  stream latency p50 / p95 (s)      {latency['latency_p50']:>5.1f} / "
+          f"{latency['latency_p95']:.1f}")
     print(f"written to {args.out}")
     return 0
 

@@ -17,12 +17,13 @@ its log says the server started and its port accepts connections (seconds, not m
 the connector's kafka-clients) and produces lines with Spark's Kafka writer: each line is
 one record's value, bytes exact (invalid UTF-8 and empty lines included), in order.
 
-Examples:
-    >>> with KafkaBroker() as broker:  # doctest: +SKIP
-    ...     topics = KafkaTopics(broker, spark)
-    ...     topics.create_topic("lines", partitions=1)
-    ...     topics.produce("lines", [b"a", b"\\xff", b""])
-    ...     spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+Example (needs a SparkSession ``spark`` with the connector)::
+
+    with KafkaBroker() as broker:
+        topics = KafkaTopics(broker, spark)
+        topics.create_topic("lines", partitions=1)
+        topics.produce("lines", [b"a", b"\\xff", b""])
+        spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
 """
 
 from __future__ import annotations

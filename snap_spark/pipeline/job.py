@@ -542,11 +542,11 @@ def _candidates(spark: Any, landed: _Landed) -> Any:
 
 def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidates: Any,
                          updates: Any = None) -> int:
-    """Fold again, in ``task_events`` and ``tasks``, every task a ``messages`` row among
-    ``candidates`` (a DataFrame with ``file_key, line_no``: a landing pass's replay
-    candidates, which include every valid report) reports on, and every task of a row
-    ``updates`` changed (a re-decided report may now count, or no longer); returns how many
-    tasks were folded.
+    """Fold again, in ``task_events`` and ``tasks``, every task a row among ``candidates``
+    reports on (a DataFrame of :data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`: a landing
+    pass's replay candidates, which include every valid report, each with the ``task_id``
+    of its state report), and every task of a row ``updates`` changed (a re-decided report
+    may now count, or no longer); returns how many tasks were folded.
     """
     from pyspark.sql import functions as F
 
@@ -555,12 +555,13 @@ def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidates: Any,
     msg_path = storage.join(lake_dir, "messages")
     if not lake.exists(msg_path):
         return 0
-    reports = lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
-    lines = candidates.select("file_key", "line_no")
+    ids = candidates.select("task_id").where(F.col("task_id").isNotNull())
     if updates is not None and len(updates):
-        lines = lines.union(spark.createDataFrame(updates.rows.select(["file_key",
-                                                                       "line_no"])))
-    ids = reports.join(lines, ["file_key", "line_no"], "left_semi").select("task_id")
+        # rows of earlier runs: their task is only known to messages
+        changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
+        ids = ids.unionByName(
+            lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
+            .join(changed, ["file_key", "line_no"], "left_semi").select("task_id"))
     return refresh_tasks(spark, lake_dir, ids).tasks
 
 

@@ -75,6 +75,8 @@ LANDED_FIELDS: list[pa.Field] = [
     pa.field("file_key", pa.string()),
     pa.field("lines", pa.int64()),  # count: number of lines
     pa.field("info", pa.string()),  # raw_file/staged: JSON; duplicate: the 2006 detail
+    # candidate: the task a valid response would report on (task_state set), else null
+    pa.field("task_id", pa.string()),
 ]
 LANDED_SCHEMA = pa.schema(LANDED_FIELDS)
 
@@ -236,6 +238,8 @@ def _candidates(checked: CheckedLines, key: str) -> pa.RecordBatch:
         _constant(key, pa.string(), n),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.string()),
+        pa.array([cols["task_id"][i] if cols["task_state"][i] is not None else None
+                  for i in keep], pa.string()),
     ], schema=LANDED_SCHEMA)
 
 
@@ -274,7 +278,7 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
     if candidates_dir is not None:
         yield _rows_batch([_row("span", received_at=pc.min(every.column("received_at")).as_py(),
                                 lines=every.num_rows,
-                                info=_write_candidates(candidates_dir, every))])
+                                info=write_candidates(candidates_dir, every))])
     table = _repeated_keys(every)
     if table.num_rows == 0:
         return
@@ -300,10 +304,13 @@ CANDIDATE_SCHEMA = pa.schema([
     pa.field("source_file", pa.string()),
     pa.field("file_key", pa.string()),
     pa.field("line_no", pa.int64()),
+    # the task it reports a state of (checked task_state), so the task tables can be
+    # refreshed without looking the run's rows up in messages
+    pa.field("task_id", pa.string()),
 ])
 
 
-def _write_candidates(folder: str, table: pa.Table) -> str:
+def write_candidates(folder: str, table: pa.Table) -> str:
     """Write candidate rows as one Parquet file under ``folder``; return its location."""
     import pyarrow.parquet as pq
 

@@ -292,6 +292,7 @@ def replay_input(landed: DataFrame) -> DataFrame:
         F.when(is_candidate, F.col("received_at")).alias("received_at"),
         F.when(is_candidate, F.col("code")).alias("auth_code"),
         "source_file", "line_no", "file_key",
+        F.when(is_candidate, F.col("task_id")).alias("task_id"),
         F.when(~is_candidate, others).alias("passthrough"),
     )
 
@@ -412,13 +413,19 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     # checkpoint keeps the number it started with.
     spark.conf.set("spark.sql.shuffle.partitions",
                    str(plan.state_partitions or spark.sparkContext.defaultParallelism))
+    # No micro-batch without new input: such a batch would only fire the replay state's
+    # timers (keys past their window are also dropped by the next batch that brings data),
+    # and costs seconds of an available-now run.
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     staging = table_uri(storage.join(plan.lake_dir, "_staging", plan.run_id))
     spec = LandSpec(
         ingest_id=plan.run_id, ingest_time_us=int(time.time() * 1_000_000), file_keys={},
         raw_root=lake.data_root(storage.join(plan.lake_dir, "raw_messages"), staging),
         staging=f"{staging}/messages", settings=settings, owner=current_owner())
+    # landing mode: each bucket keeps its candidates in files under the run's staging
     verdicts = replay_verdicts(replay_input(landed_stream(spark, plan, spec)),
-                               settings.replay_window, plan.lateness)
+                               settings.replay_window, plan.lateness,
+                               candidates_dir=f"{staging}/candidates")
     result = StreamResult()
     progress = BatchProgress()
     committer = BatchCommitter(spark, lake, plan, spec, settings, staging, result, progress)
@@ -467,47 +474,29 @@ class BatchCommitter:
             self._commit(batch, int(batch_id))
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         from snap_spark.pipeline.ingest import LandedPiece
-        from snap_spark.pipeline.job import JobResult, _Landed, commit_landed
+        from snap_spark.pipeline.job import JobResult, _candidates, _Landed, commit_landed
         from snap_spark.pipeline.land import LANDED_SCHEMA
-        from snap_spark.protocol.replay import duplicate_detail
-        from snap_spark.protocol.verdict import DUPLICATE
         from snap_spark.stream.replay_state import STATE_KEYS_KIND, state_keys
 
         started = time.monotonic()
         app_id = APP_ID_PREFIX + query_id(self.plan.checkpoint)
-        batch = batch.persist()
+        # One action: the landing pass and the replay state run once per batch (landing
+        # mode: the candidates stay in files, only the narrow rows come here).
+        from snap_spark.stream.replay_state import PASSTHROUGH
+
+        texts = batch.select(PASSTHROUGH).toArrow().column(PASSTHROUGH).to_pylist()
+        blank = dict.fromkeys(LANDED_SCHEMA.names)
+        rows = [{**blank, **json.loads(text)} for text in texts if text]
+        self.state_keys = state_keys(rows, self.state_keys)
+        rows = [r for r in rows if r["kind"] != STATE_KEYS_KIND]
+        if not rows:  # no input (a batch that only fires timers): nothing to commit
+            return
+        pieces = [r for r in rows if r["kind"] in ("piece", "skipped")]
+        inexact = sorted({(r["sender"], r["msg_id"]) for r in rows if r["kind"] == "inexact"})
+        landed = _Landed.from_rows([r for r in rows
+                                    if r["kind"] not in ("piece", "skipped", "inexact")])
         try:
-            narrow = batch.filter(
-                F.col("passthrough").isNotNull() | (F.col("code") == DUPLICATE)
-                | ~F.col("exact")).toArrow().to_pylist()
-            blank = dict.fromkeys(LANDED_SCHEMA.names)
-            passthrough = [{**blank, **json.loads(r["passthrough"])}
-                           for r in narrow if r["passthrough"]]
-            self.state_keys = state_keys(passthrough, self.state_keys)
-            passthrough = [r for r in passthrough if r["kind"] != STATE_KEYS_KIND]
-            if not passthrough:  # no input (a batch that only fires timers): nothing to commit
-                return
-            pieces = [r for r in passthrough if r["kind"] in ("piece", "skipped")]
-            landed = _Landed.from_rows([r for r in passthrough
-                                        if r["kind"] not in ("piece", "skipped")])
-            dups = [r for r in narrow if not r["passthrough"] and not r["changed"]
-                    and r["code"] == DUPLICATE]
-            names = _accepted_names(batch, dups)
-            for r in dups:
-                detail = duplicate_detail(r["duplicate_of"], r["received_at"],
-                                          self.settings.replay_window,
-                                          names.get((r["sender"], r["msg_id"],
-                                                     r["duplicate_of"])))
-                landed.duplicates.setdefault(r["file_key"], {})[r["line_no"]] = detail
-                landed.counts[r["auth_code"]] -= 1
-                landed.counts[DUPLICATE] += 1
-                landed.replays += 1
-            candidates = batch.filter(F.col("passthrough").isNull() & ~F.col("changed"))
-            earliest = candidates.agg(F.min("received_at")).first()
-            landed.earliest = None if earliest is None else earliest[0]
             keys = sorted({k for k in landed.lines} | {r["file_key"] for r in pieces
                                                        if r["kind"] == "piece"})
             outcome = JobResult()
@@ -523,9 +512,7 @@ class BatchCommitter:
                                       strict=True) if "size" in a]
             commit_landed(
                 self.spark, self.lake, self.plan.lake_dir, landed, outcome,
-                candidates=candidates.select(
-                    "sender", "msg_id", "received_at", F.col("auth_code").alias("code"),
-                    "source_file", "file_key", "line_no"),
+                candidates=_candidates(self.spark, landed),
                 raw_keys=keys, msg_keys=keys, ingest_id=self.spec.ingest_id,
                 ingest_time_us=self.spec.ingest_time_us, staging=self.staging,
                 raw_root=self.spec.raw_root, settings=self.settings,
@@ -533,9 +520,12 @@ class BatchCommitter:
                 ledger=ledger if self.plan.landing else None, ledger_keys=keys,
                 started=started,
                 # rows the state could not decide exactly: their keys are folded again
-                also_keys=candidates.filter(~F.col("exact")).select("sender", "msg_id"))
+                also_keys=(self.spark.createDataFrame(inexact, "sender string, msg_id string")
+                           if inexact else None))
         finally:
-            batch.unpersist()
+            for location in landed.candidate_files:
+                with contextlib.suppress(OSError):
+                    storage.delete_file(location)
         result = self.result
         result.batches += 1
         result.lines_read += outcome.lines_read
@@ -579,32 +569,6 @@ def query_id(checkpoint: str) -> str:
             return str(json.loads(handle.read().decode("utf-8").splitlines()[0])["id"])
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise RuntimeError(f"no query id in {location}: {exc}") from None
-
-
-def _accepted_names(batch: DataFrame, dups: list[dict[str, Any]]
-                    ) -> dict[tuple[str, str, float], str]:
-    """Names (``line N of FILE``) of the accepted copies the batch's 2006 rows repeat, when
-    that copy is in the same batch (copies in the lake are named by the lake decision)."""
-    if not dups:
-        return {}
-    from pyspark.sql import functions as F
-
-    from snap_spark.protocol.replay import line_name
-
-    wanted = {(r["sender"], r["msg_id"], r["duplicate_of"]) for r in dups}
-    keys = batch.sparkSession.createDataFrame(
-        sorted({(s, m) for s, m, _ in wanted}), "sender string, msg_id string")
-    rows = (batch.filter(F.col("passthrough").isNull() & ~F.col("changed")
-                         & F.col("code").isNull())
-            .join(F.broadcast(keys), ["sender", "msg_id"], "left_semi")
-            .select("sender", "msg_id", "received_at", "source_file", "line_no")
-            .collect())
-    names: dict[tuple[str, str, float], str] = {}
-    for row in sorted(rows, key=lambda r: (r["received_at"], r["source_file"], r["line_no"])):
-        key = (row["sender"], row["msg_id"], row["received_at"])
-        if key in wanted:
-            names.setdefault(key, line_name(row["source_file"], row["line_no"]))
-    return names
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import threading
@@ -59,13 +60,28 @@ class BatchProgress:
                 "state_keys": state_keys,
                 "commit_seconds": round(seconds, 3),
                 "latency_p50": round(statistics.median(latencies), 3) if latencies else None,
+                "latency_p95": round(percentile(latencies, 0.95), 3) if latencies else None,
                 "latency_max": round(latencies[-1], 3) if latencies else None,
+                # one per input: a file, or a Kafka partition's records of the batch
+                "latencies": [round(x, 3) for x in latencies],
                 "committed_at": now,
             }
 
     def pop(self, batch_id: int) -> dict[str, Any] | None:
         with self._lock:
             return self._batches.pop(batch_id, None)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of ``values`` (sorted or not).
+
+    Examples:
+        >>> percentile([5.0, 1.0, 3.0, 2.0, 4.0], 0.95), percentile([2.0], 0.5)
+        (5.0, 2.0)
+    """
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
 
 
 def format_line(fields: dict[str, Any]) -> str:
@@ -81,8 +97,10 @@ def format_line(fields: dict[str, Any]) -> str:
     if fields.get("batch_seconds") is not None:
         parts.append(f"{fields['batch_seconds']:.1f} s")
     if fields.get("latency_p50") is not None:
-        parts.append(f"latency p50 {fields['latency_p50']:.1f} s max "
-                     f"{fields['latency_max']:.1f} s")
+        p95 = fields.get("latency_p95")
+        parts.append(f"latency p50 {fields['latency_p50']:.1f} s"
+                     + (f" p95 {p95:.1f} s" if p95 is not None else "")
+                     + f" max {fields['latency_max']:.1f} s")
     if fields.get("rows_redecided"):
         parts.append(f"{fields['rows_redecided']} earlier rows re-decided")
     return ", ".join(parts)

@@ -113,7 +113,9 @@ from snap_spark.protocol.replay import (
     ReplayCandidate,
     ReplayKeyState,
     ReplayVerdict,
+    duplicate_detail,
     expire,
+    line_name,
     replay_step,
 )
 from snap_spark.protocol.verdict import DUPLICATE
@@ -129,11 +131,13 @@ ROCKSDB_PROVIDER: Final = (
 
 #: Input rows of :func:`replay_verdicts`: one per replay candidate. ``auth_code`` is the
 #: check-7/8 code (2002, 2001), null when those checks pass.
+#: ``task_id`` (optional, may be null) only travels into the candidate files of the landing
+#: mode (see :func:`replay_verdicts`).
 CANDIDATE_SCHEMA: Final = (
     "sender string, msg_id string, received_at double, auth_code int, source_file string, "
-    "line_no long, file_key string")
+    "line_no long, file_key string, task_id string")
 CANDIDATE_COLUMNS: Final = ("sender", "msg_id", "received_at", "auth_code", "source_file",
-                            "line_no", "file_key")
+                            "line_no", "file_key", "task_id")
 #: Optional input column: a row with a non-null ``passthrough`` (and null ``sender`` and
 #: ``msg_id``) is not a candidate; it comes out unchanged, in the same column, with
 #: ``exact`` true and ``changed`` false. It lets a stream carry the other rows of its
@@ -187,9 +191,23 @@ def configure_state_store(spark: SparkSession) -> None:
 
 
 def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
-                    buckets: int = DEFAULT_BUCKETS) -> DataFrame:
+                    buckets: int = DEFAULT_BUCKETS, candidates_dir: str | None = None
+                    ) -> DataFrame:
     """Replay verdicts of a stream of candidates (:data:`CANDIDATE_SCHEMA` columns; others
     are ignored), as a stream of :data:`VERDICT_SCHEMA` rows (append mode).
+
+    **Landing mode** (``candidates_dir`` given): the stream's counterpart of the batch
+    job's :func:`snap_spark.pipeline.land.fold_landed`, for a stream whose rows come from
+    the landing pass. Each bucket writes the batch's candidates as one Parquet file under
+    ``candidates_dir`` (:data:`snap_spark.pipeline.land.CANDIDATE_SCHEMA`), and only
+    ``passthrough`` rows come out, holding :data:`~snap_spark.pipeline.land.LANDED_SCHEMA`
+    rows as JSON: the ``span`` of each file written (earliest receipt time, count,
+    location), a ``duplicate`` row (detail naming the accepted line when the state still
+    holds it) for each candidate the state makes a 2006, and an ``inexact`` row (``sender``,
+    ``msg_id``) for each candidate it cannot decide exactly. Rows of earlier batches whose
+    verdict changes are not reported: the caller decides the batch's keys against the
+    lake, which holds those rows (:mod:`snap_spark.pipeline.replay_store`). A micro-batch
+    of 200k candidates sends its driver a few thousand rows instead of 200k.
 
     ``window`` is the replay window (seconds of receipt time), the same for the whole life
     of a checkpoint. ``lateness`` (seconds) is how far behind the newest receipt time seen
@@ -233,7 +251,7 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
         F.when(F.col("sender").isNull() & F.col("msg_id").isNull(), F.lit(PASSTHROUGH_BUCKET))
         .otherwise(F.pmod(F.xxhash64("sender", "msg_id"), F.lit(buckets))).cast("int"))
     return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-        statefulProcessor=ReplayStateProcessor(window),
+        statefulProcessor=ReplayStateProcessor(window, candidates_dir),
         outputStructType=VERDICT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
@@ -312,13 +330,16 @@ class ReplayStateProcessor(StatefulProcessor):
     candidate with :func:`~snap_spark.protocol.replay.replay_step`, expires keys at the
     watermark and deletes empty ones (see the module docstring for state and output).
 
+    With ``candidates_dir`` it runs in landing mode (see :func:`replay_verdicts`).
+
     Examples:
         >>> ReplayStateProcessor(120.0).window
         120.0
     """
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, candidates_dir: str | None = None) -> None:
         self.window = float(window)
+        self.candidates_dir = candidates_dir
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -361,8 +382,9 @@ class ReplayStateProcessor(StatefulProcessor):
         if bucket is None or int(bucket) == PASSTHROUGH_BUCKET:
             yield from _passed_through(rows)
             return
+        frames = list(rows)
         records: list[tuple[Any, ...]] = []
-        for frame in rows:
+        for frame in frames:
             records.extend(zip(frame["sender"].tolist(), frame["msg_id"].tolist(),
                                frame["received_at"].tolist(), frame["source_file"].tolist(),
                                frame["line_no"].tolist(), frame["auth_code"].tolist(),
@@ -373,6 +395,9 @@ class ReplayStateProcessor(StatefulProcessor):
         keys, timer_ms = self._load()
         _drop_expired(keys, watermark)
         out: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]] = []
+        landing = self.candidates_dir is not None
+        #: landing mode: the accepted line each 2006 of this batch repeats, when still kept
+        names: dict[tuple[str, int], str | None] = {}
         start = 0
         while start < len(records):
             sender, msg_id = records[start][0], records[start][1]
@@ -385,13 +410,21 @@ class ReplayStateProcessor(StatefulProcessor):
             state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
             state, rows_out = step_key(state, records[start:end], watermark, self.window)
             out.extend((sender, msg_id, *row) for row in rows_out)
+            if landing:
+                for candidate, seen, changed, _exact in rows_out:
+                    if seen is not None and not changed:
+                        names[_row_id(candidate.ref)] = _accepted_name(state, seen)
             if state.is_empty:
                 keys.pop(name, None)
             else:
                 keys[name] = [expiry_ms(state, self.window), state.to_plain()]
             start = end
         self._save(keys, timer_ms)
-        yield _verdict_frame(out)
+        if self.candidates_dir is None:
+            yield _verdict_frame(out)
+        else:
+            yield _landing_frame(out, names, self.window,
+                                 _write_bucket(self.candidates_dir, frames))
         yield _state_keys_frame(int(bucket), len(keys))
 
     def handleExpiredTimer(
@@ -404,6 +437,60 @@ class ReplayStateProcessor(StatefulProcessor):
         pending = timer_ms if timer_ms != expiredTimerInfo.getExpiryTimeInMs() else None
         self._save(keys, pending)
         yield _state_keys_frame(int(bucket), len(keys))
+
+
+def _accepted_name(state: ReplayKeyState, seen: float) -> str | None:
+    """``line N of FILE`` of the accepted candidate received at ``seen``, if still kept."""
+    for candidate, duplicate_of in zip(state.candidates, state.duplicate_of, strict=True):
+        if candidate.received_at == seen and duplicate_of is None \
+                and candidate.auth_code is None:
+            source_file, line_no = candidate.order  # type: ignore[misc]
+            return line_name(source_file, int(line_no))
+    return None
+
+
+def _write_bucket(folder: str, frames: list[pd.DataFrame]) -> dict[str, Any]:
+    """Write a bucket's candidates of the batch as one Parquet file in ``folder``
+    (:data:`snap_spark.pipeline.land.CANDIDATE_SCHEMA`); its ``span`` row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from snap_spark.pipeline.land import write_candidates
+
+    table = pa.concat_tables(
+        pa.Table.from_pandas(frame[list(CANDIDATE_COLUMNS)], preserve_index=False)
+        for frame in frames).rename_columns(
+            ["code" if c == "auth_code" else c for c in CANDIDATE_COLUMNS])
+    return {"kind": "span", "received_at": pc.min(table.column("received_at")).as_py(),
+            "lines": table.num_rows, "info": write_candidates(folder, table)}
+
+
+def _landing_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]],
+                   names: Mapping[tuple[str, int], str | None], window: float,
+                   span: dict[str, Any]) -> pd.DataFrame:
+    """Landing-mode output of a bucket (see :func:`replay_verdicts`): its ``span``, then a
+    ``duplicate`` row per 2006 and an ``inexact`` row per row not decided exactly."""
+    texts = [orjson.dumps(span).decode()]
+    for sender, msg_id, c, seen, changed, exact in rows:
+        if changed:
+            continue
+        file_key, line_no = _row_id(c.ref)
+        if seen is not None:
+            texts.append(orjson.dumps({
+                "kind": "duplicate", "source_file": c.order[0],  # type: ignore[index]
+                "line_no": line_no, "file_key": file_key, "code": DUPLICATE,
+                "prior_code": c.auth_code,
+                "info": duplicate_detail(seen, c.received_at, window,
+                                         names.get((file_key, line_no)))}).decode())
+        if not exact:
+            texts.append(orjson.dumps({"kind": "inexact", "sender": sender,
+                                       "msg_id": msg_id}).decode())
+    frame = pd.DataFrame({name: [None] * len(texts) for name in VERDICT_COLUMNS},
+                         columns=list(VERDICT_COLUMNS))
+    frame["changed"] = False
+    frame["exact"] = True
+    frame[PASSTHROUGH] = texts
+    return frame
 
 
 def _drop_expired(keys: dict[str, Any], watermark: float | None) -> None:
