@@ -411,7 +411,8 @@ def reverify(
             else:
                 result.tasks_refreshed = (
                     0 if candidates is None
-                    else refresh_landed_tasks(spark, lake, lake_dir, candidates, updates))
+                    else refresh_landed_tasks(spark, lake, lake_dir, landed.candidate_files,
+                                              updates))
         finally:
             delete_data_files(msg_root, msg_files)  # nothing, once committed
             with contextlib.suppress(OSError):
@@ -513,8 +514,8 @@ def commit_landed(
         # The tasks these lines report on (and those of rows re-decided) are folded again,
         # before the ledger: a pass stopped in between refreshes them when run again.
         if candidates is not None:
-            result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir, candidates,
-                                                          updates)
+            result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir,
+                                                          landed.candidate_files, updates)
             log(f"tasks: {result.tasks_refreshed} refreshed "
                 f"[{time.monotonic() - started:.1f}s]")
         if ledger is not None:
@@ -540,22 +541,27 @@ def _candidates(spark: Any, landed: _Landed) -> Any:
     return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
 
 
-def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidates: Any,
+def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidate_files: list[str],
                          updates: Any = None) -> int:
-    """Fold again, in ``task_events`` and ``tasks``, every task a row among ``candidates``
-    reports on (a DataFrame of :data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`: a landing
-    pass's replay candidates, which include every valid report, each with the ``task_id``
-    of its state report), and every task of a row ``updates`` changed (a re-decided report
-    may now count, or no longer); returns how many tasks were folded.
+    """Fold again, in ``task_events`` and ``tasks``, every task a landing pass's replay
+    candidates (``candidate_files``, :func:`~snap_spark.pipeline.land.write_candidates`;
+    they include every valid report, each with the ``task_id`` it reports on) name, and
+    every task of a row ``updates`` changed (a re-decided report may now count, or no
+    longer); returns how many tasks were folded.
     """
     from pyspark.sql import functions as F
 
+    from snap_spark.pipeline.land import candidate_task_ids
     from snap_spark.pipeline.tasks import refresh_tasks
 
     msg_path = storage.join(lake_dir, "messages")
     if not lake.exists(msg_path):
         return 0
-    ids = candidates.select("task_id").where(F.col("task_id").isNotNull())
+    # The ids are read on the driver (as many as tasks the pass reports on): a local
+    # relation Spark broadcasts, instead of two more stages over the candidates.
+    import pyarrow as pa
+
+    ids = spark.createDataFrame(pa.table({"task_id": candidate_task_ids(candidate_files)}))
     if updates is not None and len(updates):
         # rows of earlier runs: their task is only known to messages
         changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))

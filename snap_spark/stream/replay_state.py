@@ -444,8 +444,8 @@ def _accepted_name(state: ReplayKeyState, seen: float) -> str | None:
     for candidate, duplicate_of in zip(state.candidates, state.duplicate_of, strict=True):
         if candidate.received_at == seen and duplicate_of is None \
                 and candidate.auth_code is None:
-            source_file, line_no = candidate.order  # type: ignore[misc]
-            return line_name(source_file, int(line_no))
+            source_file, line_no = candidate.order
+            return line_name(None if source_file is None else str(source_file), int(line_no))
     return None
 
 
@@ -477,7 +477,7 @@ def _landing_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, boo
         file_key, line_no = _row_id(c.ref)
         if seen is not None:
             texts.append(orjson.dumps({
-                "kind": "duplicate", "source_file": c.order[0],  # type: ignore[index]
+                "kind": "duplicate", "source_file": c.order[0],
                 "line_no": line_no, "file_key": file_key, "code": DUPLICATE,
                 "prior_code": c.auth_code,
                 "info": duplicate_detail(seen, c.received_at, window,
