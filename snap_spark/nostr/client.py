@@ -65,6 +65,10 @@ _POLL_SECONDS: Final = 0.2
 #: Seconds allowed for closing a connection.
 _CLOSE_SECONDS: Final = 5.0
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+#: How :attr:`PublishOutcome.message` starts when the connection was lost before the relay
+#: answered (the event may or may not have reached it) or before the event was sent.
+NOT_CONFIRMED: Final = "not confirmed: "
+NOT_SENT: Final = "not sent: "
 
 T = TypeVar("T")
 
@@ -123,6 +127,11 @@ class PublishOutcome:
     event_id: str | None
     accepted: bool
     message: str
+
+    @property
+    def connection_lost(self) -> bool:
+        """The connection to the relay was lost before it answered for this event."""
+        return self.message.startswith((NOT_CONFIRMED, NOT_SENT))
 
 
 class RelayUnreachable(ConnectionError):
@@ -223,7 +232,10 @@ class _Connection:
             try:
                 await relay.try_connect(timedelta(seconds=remaining))
             except Exception as exc:
-                raise _RelayProblem(f"cannot connect: {_short(exc)}") from None
+                reason = _short(exc)
+                if reason == "timeout":
+                    reason = f"no answer within {remaining:.1f}s"
+                raise _RelayProblem(f"cannot connect: {reason}") from None
             return connection
         except BaseException:
             await _close_client(client)
@@ -496,13 +508,13 @@ async def publish_events_async(
     try:
         for text in events:
             if lost is not None:
-                outcome = PublishOutcome(_claimed_id(text), False, f"not sent: {lost}")
+                outcome = PublishOutcome(_claimed_id(text), False, NOT_SENT + lost)
             else:
                 try:
                     outcome = await _publish_one(connection, text, timeout)
                 except _RelayProblem as exc:
                     lost = str(exc)
-                    outcome = PublishOutcome(_claimed_id(text), False, f"not confirmed: {lost}")
+                    outcome = PublishOutcome(_claimed_id(text), False, NOT_CONFIRMED + lost)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
