@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from snap_spark.nostr._sdk import reason_of
 from snap_spark.protocol.jsonparse import loads
 from snap_spark.protocol.nostr import CARD_KIND, MAX_KIND
 
@@ -183,12 +184,6 @@ def _since_of(since: int | Mapping[str, int] | None, url: str) -> int | None:
     return _check_since(since, "since")
 
 
-def _short(exc: BaseException) -> str:
-    """A one-line reason from a nostr-sdk error (its text, without the class name)."""
-    text = str(exc).strip().strip("'\"") or type(exc).__name__
-    return " ".join(text.split())[:300]
-
-
 # --------------------------------------------------------------------------------------
 # One connection to one relay
 # --------------------------------------------------------------------------------------
@@ -216,7 +211,7 @@ class _Connection:
         try:
             relay_url = RelayUrl.parse(url)
         except Exception as exc:
-            raise _RelayProblem(f"not a relay URL: {_short(exc)}") from None
+            raise _RelayProblem(f"not a relay URL: {reason_of(exc)}") from None
         # nostr-sdk's generated constructors lack a return annotation (no-untyped-call).
         client = ClientBuilder().build()  # type: ignore[no-untyped-call]
         try:
@@ -232,7 +227,7 @@ class _Connection:
             try:
                 await relay.try_connect(timedelta(seconds=remaining))
             except Exception as exc:
-                reason = _short(exc)
+                reason = reason_of(exc)
                 if reason == "timeout":
                     reason = f"no answer within {remaining:.1f}s"
                 raise _RelayProblem(f"cannot connect: {reason}") from None
@@ -392,7 +387,7 @@ async def _fetch_one(url: str, kinds: list[int], since: int | None,
     except _RelayProblem as exc:
         error = str(exc)
     except Exception as exc:  # a nostr-sdk failure this module did not foresee
-        error = f"{type(exc).__name__}: {_short(exc)}"
+        error = f"{type(exc).__name__}: {reason_of(exc)}"
     finally:
         if connection is not None:
             await connection.close()
@@ -478,7 +473,7 @@ async def _publish_one(connection: _Connection, text: str, timeout: float) -> Pu
     try:
         event = Event.from_json(text)
     except Exception as exc:  # NostrSdkError, or a str nostr-sdk cannot take (UTF-8)
-        return PublishOutcome(_claimed_id(text), False, f"not a Nostr event: {_short(exc)}")
+        return PublishOutcome(_claimed_id(text), False, f"not a Nostr event: {reason_of(exc)}")
     event_id = event.id().to_hex()
     connection.check_connected()
     await connection.relay.send_msg(ClientMessage.event(event))
