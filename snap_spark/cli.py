@@ -430,12 +430,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
     def texts() -> Iterator[str]:
         for line_no, raw, error in _publish_lines(args.file):
             found = event_from_line(raw) if raw is not None else None
-            if found is None or found.event_json is None:
-                reason = error if found is None else found.reason
+            text = found.event_json if found is not None else None
+            if text is None:
+                reason = (error if found is None
+                          else found.reason or "the event nests too deeply to write as JSON")
                 print(f"- skipped line {line_no}: {reason}", flush=True)
                 counts["skipped"] += 1
                 continue
-            yield found.event_json
+            yield text
 
     def report(outcome: PublishOutcome) -> None:
         verdict = "accepted" if outcome.accepted else "refused"

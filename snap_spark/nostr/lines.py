@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final, Literal
 
 from snap_spark.protocol.errors import SnapError
@@ -46,17 +47,16 @@ class EventLine:
     """What :func:`event_from_line` found in one line.
 
     Attributes:
-        event: the event object (a ``dict`` as parsed, not checked), or ``None`` when the
-            line holds no event.
+        event: the event object (a ``dict``, not checked), or ``None`` when the line holds
+            no event. Parsed as every snap-spark reader parses
+            (:func:`snap_spark.protocol.jsonparse.loads`): an integer beyond 64 bits becomes
+            a float, which :func:`~snap_spark.protocol.nostr.check_event` refuses anyway.
         shape: ``"event"``, ``"frame"`` or ``"envelope"``; ``None`` with ``event``.
         reason: why the line holds no event (``None`` when it does).
         received_at: an envelope's ``received_at`` (unix seconds), else ``None``.
         relay: an envelope's ``relay``, else ``None``.
         subscription: a relay frame's subscription id, else ``None``.
-        event_json: the event as JSON text to publish: the line itself for an ``event``
-            line (exactly as given, decoded from UTF-8), the event re-written as compact
-            JSON for the other shapes (an envelope's JSON text as given); ``None`` with
-            ``event``.
+        line: the line as given.
     """
 
     event: dict[str, Any] | None
@@ -65,7 +65,47 @@ class EventLine:
     received_at: int | float | None = None
     relay: str | None = None
     subscription: str | None = None
-    event_json: str | None = None
+    line: bytes | str = field(default=b"", repr=False)
+
+    @cached_property
+    def event_json(self) -> str | None:
+        """The event as JSON text to publish (``None`` when there is no event).
+
+        An ``event`` line is given back exactly (decoded from UTF-8), and so is an
+        envelope's event given as JSON text; an event inside a frame or an envelope object
+        is written as compact JSON with its members in their order and its integers exact
+        (written at first use: the archive reader needs only :attr:`event`). ``None`` too
+        for such an event nested too deeply for Python's JSON writer (thousands of levels;
+        no relay would take it).
+
+        Examples:
+            >>> event_from_line(b'["EVENT","s",{"kind": 1, "n": 18446744073709551616}]'
+            ...                 ).event_json
+            '{"kind":1,"n":18446744073709551616}'
+        """
+        if self.event is None:
+            return None
+        text = self.line if isinstance(self.line, str) else self.line.decode("utf-8")
+        if self.shape == "event":
+            return text
+        try:
+            # The standard parser keeps every integer exact (the fast one does not).
+            whole = json.loads(text)
+            exact = whole[-1] if self.shape == "frame" else whole["event"]
+        except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+            exact = self.event  # too deep for the standard parser: as parsed
+        if isinstance(exact, str):  # an envelope's event given as JSON text
+            return exact
+        try:
+            return _compact(exact if isinstance(exact, dict) else self.event)
+        except RecursionError:
+            return None
+
+
+def _a(value: object) -> str:
+    """The JSON type of ``value`` with its article: ``"an array"``, ``"a number"``."""
+    name = json_type(value)
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
 
 
 def _no_event(reason: str) -> EventLine:
@@ -124,15 +164,14 @@ def _event_from_line(line: bytes | str) -> EventLine:
         return _no_event(str(exc))
     if isinstance(value, dict):
         if "event" in value:
-            return _from_envelope(value)
-        text = line if isinstance(line, str) else line.decode("utf-8")
-        return EventLine(event=value, shape="event", reason=None, event_json=text)
+            return _from_envelope(value, line)
+        return EventLine(event=value, shape="event", reason=None, line=line)
     if isinstance(value, list):
-        return _from_frame(value)
-    return _no_event(f"a JSON {json_type(value)}, not an event, frame or envelope")
+        return _from_frame(value, line)
+    return _no_event(f"{_a(value)} JSON value, not an event, frame or envelope")
 
 
-def _from_frame(frame: list[Any]) -> EventLine:
+def _from_frame(frame: list[Any], line: bytes | str) -> EventLine:
     if not frame or not isinstance(frame[0], str):
         return _no_event("an array that is not a relay message (no message type first)")
     if frame[0] != "EVENT":
@@ -146,13 +185,13 @@ def _from_frame(frame: list[Any]) -> EventLine:
         return _no_event('an EVENT frame must be ["EVENT", <subscription id>, <event>]')
     if not isinstance(event, dict):
         return _no_event(
-            f"the event of an EVENT frame is a {json_type(event)}, not an object"
+            f"the event of an EVENT frame is {_a(event)}, not an object"
         )
     return EventLine(event=event, shape="frame", reason=None, subscription=subscription,
-                     event_json=_compact(event))
+                     line=line)
 
 
-def _from_envelope(envelope: dict[str, Any]) -> EventLine:
+def _from_envelope(envelope: dict[str, Any], line: bytes | str) -> EventLine:
     received_at = envelope.get("received_at")
     if received_at is not None and (
         isinstance(received_at, bool)
@@ -161,28 +200,24 @@ def _from_envelope(envelope: dict[str, Any]) -> EventLine:
     ):
         return _no_event(
             f"envelope received_at must be unix seconds (a finite number), not "
-            f"{_quoted(received_at) if isinstance(received_at, float) else json_type(received_at)}"
+            f"{_quoted(received_at) if isinstance(received_at, float) else _a(received_at)}"
         )
     relay = envelope.get("relay")
     if relay is not None and not isinstance(relay, str):
-        return _no_event(f"envelope relay must be a string, not a {json_type(relay)}")
+        return _no_event(f"envelope relay must be a string, not {_a(relay)}")
     event = envelope["event"]
-    event_json: str | None
     if isinstance(event, str):
-        event_json = event
         try:
             event = loads(event)
         except SnapError as exc:
             return _no_event(f"envelope event is a string that is {exc}")
         if not isinstance(event, dict):
             return _no_event(
-                f"envelope event is the JSON text of a {json_type(event)}, not an object"
+                f"envelope event is the JSON text of {_a(event)}, not an object"
             )
-    elif isinstance(event, dict):
-        event_json = _compact(event)
-    else:
+    elif not isinstance(event, dict):
         return _no_event(
-            f"envelope event must be an object or its JSON text, not a {json_type(event)}"
+            f"envelope event must be an object or its JSON text, not {_a(event)}"
         )
     return EventLine(event=event, shape="envelope", reason=None, received_at=received_at,
-                     relay=relay, event_json=event_json)
+                     relay=relay, line=line)
