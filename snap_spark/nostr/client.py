@@ -217,7 +217,8 @@ class _Connection:
         try:
             # No reconnection: a dropped connection must end the fetch with an error, not
             # be re-established behind its back with the subscriptions replayed.
-            await client.add_relay(relay_url, opts=RelayOptions().reconnect(False))  # type: ignore[no-untyped-call]
+            options = RelayOptions().reconnect(False)  # type: ignore[no-untyped-call]
+            await client.add_relay(relay_url, opts=options)
             relay = await client.relay(relay_url)
             if relay is None:  # pragma: no cover - add_relay just added it
                 raise _RelayProblem("nostr-sdk lost the relay it was given")
@@ -281,7 +282,7 @@ class _Connection:
 
 
 async def _close_client(client: Client) -> None:
-    with contextlib.suppress(Exception, asyncio.TimeoutError):
+    with contextlib.suppress(Exception):  # a timeout included
         await asyncio.wait_for(client.shutdown(), _CLOSE_SECONDS)
 
 
@@ -336,7 +337,11 @@ async def _fetch_page(connection: _Connection, request: Filter, collected: _Coll
     """
     from nostr_sdk import RelayMessageEnum
 
-    subscription = await connection.relay.subscribe(request)
+    try:
+        subscription = await asyncio.wait_for(connection.relay.subscribe(request),
+                                              max(deadline - time.monotonic(), 0.001))
+    except TimeoutError:
+        raise _RelayProblem(f"timed out after {timeout:g}s sending the request") from None
     new, oldest = 0, None
     try:
         while True:

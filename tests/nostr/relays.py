@@ -19,7 +19,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,12 +217,3 @@ class ScriptedRelay:
                 return
             if self.behaviour == "stall":
                 await asyncio.sleep(3600)
-
-
-def wait_until(condition: object, seconds: float = 5.0) -> None:
-    """Poll a no-argument callable until it is true (fails the test after ``seconds``)."""
-    assert callable(condition)
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
