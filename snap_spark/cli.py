@@ -1,4 +1,5 @@
-"""The ``snap-spark`` command: check files, make sample traffic, make keys, sign messages.
+"""The ``snap-spark`` command: check files, make sample traffic, make keys, sign messages,
+run a local Nostr relay and publish events to a relay.
 
 Run ``snap-spark --help`` or ``snap-spark COMMAND --help``.
 """
@@ -11,7 +12,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -334,6 +335,133 @@ def cmd_lake(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_relay(sub: Any) -> None:
+    p = sub.add_parser(
+        "relay",
+        help="run a local Nostr relay until SIGTERM or Ctrl-C (nostr-sdk's relay)",
+        description=(
+            "Run a local Nostr relay (nostr-sdk's LocalRelay) for tests, demos and the "
+            "pipeline's development. It prints 'relay listening on ws://HOST:PORT' once it "
+            "accepts connections and runs until SIGTERM or SIGINT (exit status 0; 1 when it "
+            "cannot start). It refuses forged events, keeps only the newest card per "
+            "pubkey and identity (refusing older ones), and refuses expired events (NIP-40). "
+            "Events live in memory unless --database is given."
+        ),
+    )
+    p.add_argument("--port", type=int, required=True,
+                   help="TCP port to listen on (0: a free port, shown in the ready line)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="IP address to listen on (default 127.0.0.1; an address, not a name)")
+    p.add_argument("--database", default=None, metavar="DIR",
+                   help="keep events in an LMDB database in this folder (created when "
+                   "missing), across restarts; default: in memory, gone when the relay stops")
+    p.add_argument("--notes-per-minute", type=int, default=None, metavar="N",
+                   help="events one connection may publish per minute (default: no limit; "
+                   "nostr-sdk's own default is 60)")
+
+
+def cmd_relay(args: argparse.Namespace) -> int:
+    from snap_spark.nostr.relay import DEFAULT_NOTES_PER_MINUTE, RelaySettings, run_relay
+
+    per_minute = (DEFAULT_NOTES_PER_MINUTE if args.notes_per_minute is None
+                  else args.notes_per_minute)
+    if not 0 <= args.port < 65536:
+        print(f"snap-spark relay: --port must be 0-65535, not {args.port}", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0 < per_minute <= DEFAULT_NOTES_PER_MINUTE:
+        print(f"snap-spark relay: --notes-per-minute must be 1-{DEFAULT_NOTES_PER_MINUTE}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    settings = RelaySettings(host=args.host, port=args.port, database=args.database,
+                             notes_per_minute=per_minute)
+    return run_relay(settings)
+
+
+def _add_publish(sub: Any) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="publish the Nostr events of a file to a relay, and say what it answered",
+        description=(
+            "Send every event of FILE to the relay, one after another, as given (nothing is "
+            "re-signed). A line is an event object, a relay frame [\"EVENT\", <sub>, "
+            "{...}] or an envelope {\"received_at\", \"relay\", \"event\"}. Prints one "
+            "line per event, '<id> accepted|refused <reason>' ('-' for the id of a text "
+            "that is not an event), one '- skipped line N: <reason>' per line holding no "
+            "event, and a summary on stderr. Exit status: 0 when the relay was reachable "
+            "(whatever it refused), 1 when it was not or the connection was lost, 2 for bad "
+            "options or an unreadable FILE."
+        ),
+    )
+    p.add_argument("file", help="NDJSON file (optionally .gz), or - for stdin")
+    p.add_argument("--relay", required=True, metavar="URL", help="relay URL (ws:// or wss://)")
+    p.add_argument("--timeout", default="10", metavar="SECONDS",
+                   help="seconds for connecting, and for the relay's answer to each event "
+                   "(default 10)")
+
+
+def _publish_lines(location: str) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """``(line number, bytes, read error)`` of FILE or stdin, read as they are needed."""
+    from snap_spark.lines import iter_file_lines
+
+    if location != "-":
+        yield from iter_file_lines(location)
+        return
+    for line_no, raw in enumerate(sys.stdin.buffer, start=1):
+        yield line_no, raw[:-1] if raw.endswith(b"\n") else raw, None
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from snap_spark.nostr.client import PublishOutcome, RelayUnreachable, publish_events
+    from snap_spark.nostr.lines import event_from_line
+    from snap_spark.settings import SettingsError, check_seconds
+
+    try:
+        timeout = check_seconds("--timeout", args.timeout, allow_zero=False)
+    except SettingsError as exc:
+        print(f"snap-spark publish: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.file != "-" and not os.path.isfile(args.file):
+        what = "not a file" if os.path.exists(args.file) else "no such file"
+        print(f"snap-spark publish: {what}: {args.file}", file=sys.stderr)
+        return EXIT_USAGE
+    counts: Counter[str] = Counter()
+    started = time.monotonic()
+
+    def texts() -> Iterator[str]:
+        for line_no, raw, error in _publish_lines(args.file):
+            found = event_from_line(raw) if raw is not None else None
+            text = found.event_json if found is not None else None
+            if text is None:
+                reason = (error if found is None
+                          else found.reason or "the event nests too deeply to write as JSON")
+                print(f"- skipped line {line_no}: {reason}", flush=True)
+                counts["skipped"] += 1
+                continue
+            yield text
+
+    def report(outcome: PublishOutcome) -> None:
+        verdict = "accepted" if outcome.accepted else "refused"
+        counts[verdict] += 1
+        print(f"{outcome.event_id or '-'} {verdict} {outcome.message}".rstrip(), flush=True)
+
+    try:
+        outcomes = publish_events(args.relay, texts(), timeout, on_outcome=report)
+    except RelayUnreachable as exc:
+        print(f"snap-spark publish: relay {exc.url} unreachable: {exc.reason}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"snap-spark publish: cannot read {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    lost = any(o.connection_lost for o in outcomes)
+    print(
+        f"published to {args.relay}: {len(outcomes)} events, {counts['accepted']} accepted, "
+        f"{counts['refused']} refused; {counts['skipped']} lines skipped "
+        f"({time.monotonic() - started:.1f}s)" + ("; the connection was lost" if lost else ""),
+        file=sys.stderr,
+    )
+    return 1 if lost else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="snap-spark",
@@ -346,11 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keygen(sub)
     _add_sign(sub)
     _add_lake(sub)
+    _add_relay(sub)
+    _add_publish(sub)
     return parser
 
 
 COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign,
-            "lake": cmd_lake}
+            "lake": cmd_lake, "relay": cmd_relay, "publish": cmd_publish}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
