@@ -1413,7 +1413,8 @@ class _Generator:
             return (self.envelope(event), event,
                     f"a correctly signed kind-{kind} event: neither 31337 nor 4339")
         event = self.some_event()
-        return self.envelope(event), event, _break_event(event, name)
+        why = _break_event(event, name)
+        return self.envelope(event), event, why
 
     # ------------------------------------------------------------------ well-known cards
 
