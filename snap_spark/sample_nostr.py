@@ -657,6 +657,7 @@ class _Generator:
         self.delivered: list[tuple[_Item, dict[str, Any], _Key, _Key]] = []
         self.valid_cards: list[_Item] = []
         self.card_versions: Counter[str] = Counter()
+        self.same_second = 0
 
     # ------------------------------------------------------------------ small helpers
 
@@ -1183,12 +1184,16 @@ class _Generator:
             self.add_card(name, "valid", f"{agent.name}'s card for {identity[:4]}", event,
                           received)
         elif name in ("card_update", "card_same_second"):
-            versions = []
-            for step in range(2):
-                at = created if name == "card_same_second" else created + step * rng.randint(
-                    60, 86_400)
-                versions.append(self.card_event(agent, self.card(agent, agent.address), at))
-            for event in versions:
+            if name == "card_same_second":
+                # Two versions in one second, newer than any other card (updates reach at
+                # most a day past ``end``), so the lower-id rule decides which stands.
+                self.same_second += 1
+                created = end + 86_401 + 3600 * self.same_second
+                times = [created, created]
+            else:
+                times = [created, created + rng.randint(60, 86_400)]
+            for at in times:
+                event = self.card_event(agent, self.card(agent, agent.address), at)
                 self.add_card(name, "valid", f"{agent.name} published a new card version",
                               event, received + rng.randint(0, 600))
         elif name == "impersonation":

@@ -231,6 +231,9 @@ def test_label_counts_cover_the_vocabulary(sample: NostrSample) -> None:
                if lab.scenario.startswith("garbage/")}
     assert garbage == set(_GARBAGE)
     assert sum(counts.values()) == len(sample.lines)
+    whys = [lab.why for lab in sample.labels if lab.expected == "superseded"]
+    assert any(why.startswith("same created_at") for why in whys)  # the lower-id tie rule
+    assert any(why.startswith("an older card") for why in whys)
     assert sum(1 for lab in sample.labels if lab.kind == 4339
                and lab.scenario not in ("duplicate", "forged_copy")) == CONFIG.messages
     assert sum(1 for lab in sample.labels if lab.kind == 31337
@@ -243,9 +246,12 @@ def test_bare_events_and_frames_only_where_no_receipt_time_is_needed(sample: Nos
         if label.form in ("event", "frame"):
             event, received_at = parse_line(raw)
             assert event is not None and received_at is None
-            assert label.expected not in ("valid", "expired", "inner_invalid")
-            if label.kind == 4339 and label.expected not in ("bad_event_id", "bad_event_sig"):
-                assert not tag_values(event, "expiration")
+            if label.kind == 4339:
+                assert label.expected not in ("valid", "expired", "inner_invalid")
+                if label.expected not in ("bad_event_id", "bad_event_sig"):
+                    assert not tag_values(event, "expiration")
+            else:
+                assert label.kind == 31337
 
 
 def test_duplicates_and_forged_copies(sample: NostrSample) -> None:
