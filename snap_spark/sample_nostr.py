@@ -22,6 +22,36 @@ Same config, same bytes: every choice comes from ``random.Random(seed)``, includ
 auxiliary randomness and NIP-44 nonces (which is why NIP-44 encryption is done here, with a
 given nonce: nostr-sdk draws its own; the tests decrypt every payload with nostr-sdk).
 
+Readings where ARCHITECTURE §3 and the spec are silent (the labels follow them):
+
+* **Check order.** Event checks (``bad_event_id``, ``bad_event_sig``) first; then for 4339:
+  ``expired``, ``encrypted``, ``decrypt_failed``, ``from_mismatch``, ``recipient_mismatch``,
+  ``inner_invalid``, ``valid``. Cases whose label would change under another order are not
+  generated: ``encrypted`` events never expire before receipt, ``expired`` ones are addressed
+  to keyring recipients, and an event built for one failure passes every other check.
+* **Keyring.** An event is ``encrypted`` when the ``p`` key is not in the keyring; such events
+  are also *sent* by a key outside it (NIP-44 keys are symmetric), so no checker can read them.
+* **Networks.** ``from_mismatch`` and ``recipient_mismatch`` compare with the taproot address
+  on the network the inner address's prefix names, as for ``d`` tags (testnet agents talk on
+  testnet).
+* **NIP-40.** Expired means ``expiration < received_at``; no event sits on the boundary.
+* **Receipt clock.** Inner messages are checked with the default strict rule against the
+  envelope's ``received_at`` (±60 s, 120 s replay window, ``docs/verdicts.md``). Live
+  deliveries arrive within 22 s of the inner timestamp; messages fetched late from a relay
+  (offline retrieval) are deliberately more than 60 s late and labelled ``inner_invalid``
+  2004. Replays: the same inner message in a second event within the window and the drift
+  is 2006; beyond the drift, 2004. Bare events and frames carry no receipt time, so only
+  events whose verdict needs none are written that way (all cards; 4339 events that fail
+  before the inner message is checked and have no ``expiration`` tag).
+* **Duplicates.** A second line with the same id as an earlier line whose id and signature
+  verify is ``duplicate_event``, whatever the first one's verdict (its inner message is not
+  checked again, so it is no replay). Forged copies (same id, content or sig changed) are
+  ``bad_event_id`` / ``bad_event_sig`` before or after the genuine event and never shadow it.
+* **Garbage.** Lines that hold no event, or one that breaks NIP-01's shapes, and correctly
+  signed events of a kind other than 31337 and 4339, are ``malformed``.
+* **inner_code** is set for ``inner_invalid`` only (``None`` for ``valid``, and for events
+  decided before their inner message is checked).
+
 Examples:
     >>> sample = generate_nostr(NostrSampleConfig(agents=6, cards=12, messages=30,
     ...                                           well_known=12, seed=3))
