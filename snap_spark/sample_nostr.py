@@ -1023,7 +1023,8 @@ class _Generator:
             others = [a for a in self.agents
                       if a.network == sender.network and a not in (sender, recipient)]
             other = self.rng.choice(others) if others else self.strangers[0]
-            to, what = other.address, f"inner to is {other.name}, p tag is {recipient.name}"
+            to = other.address_on(sender.network)  # same network: only the recipient is wrong
+            what = f"inner to is {other.name}, p tag is {recipient.name}"
         else:
             to = encode_p2tr(bytes.fromhex(recipient.pubkey), recipient.network)
             what = (f"inner to encodes {recipient.name}'s untweaked key (not its taproot "
