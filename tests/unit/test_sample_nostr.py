@@ -473,3 +473,21 @@ def test_cli_sample_without_nostr_still_needs_out(capsys: pytest.CaptureFixture[
 def test_module_examples() -> None:
     """The module's docstring examples (pyproject's doctest paths do not list it)."""
     assert doctest.testmod(sample_nostr).failed == 0
+
+
+def test_mismatched_events_carry_an_otherwise_valid_inner_message(sample: NostrSample) -> None:
+    """So their label holds whichever order a checker takes the 4339 checks in."""
+    keys = {internal_pubkey(k).hex(): k for k in sample.keyring}
+    seen = Counter()
+    for label, raw in zip(sample.labels, sample.lines, strict=True):
+        if label.expected not in ("from_mismatch", "recipient_mismatch") or label.form == "garbage":
+            continue
+        event, _ = parse_line(raw)
+        assert event is not None
+        inner = json.loads(nostr_sdk.nip44_decrypt(
+            nostr_sdk.SecretKey.from_bytes(keys[tag_values(event, "p")[0]]),
+            nostr_sdk.PublicKey.parse(event["pubkey"]), event["content"]))
+        assert verify_message(inner)
+        assert inner["from"][:4] == inner["to"][:4]
+        seen[label.expected] += 1
+    assert seen["from_mismatch"] > 5 and seen["recipient_mismatch"] > 3
