@@ -150,16 +150,22 @@ def _add_sample(sub: Any) -> None:
     p = sub.add_parser(
         "sample",
         help="write deterministic, signed sample traffic with labelled attacks",
-        description="Generate realistic SNAP traffic (NDJSON envelopes) with a share of attacks.",
+        description="Generate realistic SNAP traffic (NDJSON envelopes) with a share of attacks; "
+        "with --nostr STEM, labelled Nostr traffic instead (agent-card and kind-4339 events, "
+        "well-known cards, a keyring).",
     )
-    p.add_argument("--agents", type=int, default=20, help="number of agents (default 20)")
-    p.add_argument("--messages", type=int, default=100_000, help="number of lines (default 100000)")
+    p.add_argument("--agents", type=int, default=None,
+                   help="number of agents (default 20; 12 with --nostr)")
+    p.add_argument("--messages", type=int, default=None,
+                   help="number of lines (default 100000); with --nostr, kind-4339 events "
+                        "(default 300)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     p.add_argument("--attack-share", type=float, default=0.10,
                    help="share of attack/malformed lines (default 0.10)")
     p.add_argument("--bare-share", type=float, default=0.0,
                    help="share of lines written as bare messages without envelope (default 0)")
-    p.add_argument("--out", required=True, help="output file (.jsonl, or .jsonl.gz)")
+    p.add_argument("--out", default=None,
+                   help="output file (.jsonl, or .jsonl.gz); required unless --nostr")
     p.add_argument("--labels", default=None,
                    help="also write one JSON label per line: kind and expected error code")
     p.add_argument("--tasks", default="", metavar="PATH",
@@ -169,11 +175,27 @@ def _add_sample(sub: Any) -> None:
                         "what the generator sent, not from the verifier; default "
                         "<stem>.expected-tasks.txt beside --out (a name the job and the "
                         "checker never read as traffic)")
+    p.add_argument("--nostr", default=None, metavar="STEM",
+                   help="write labelled Nostr traffic instead: STEM.events.jsonl, "
+                        "STEM.labels.jsonl, STEM.keyring (mode 0600), STEM.well-known/ and "
+                        "STEM.well-known-labels.jsonl (see snap_spark/sample_nostr.py)")
+    p.add_argument("--cards", type=int, default=None,
+                   help="with --nostr: kind-31337 agent-card events (default 60)")
+    p.add_argument("--well-known", type=int, default=None,
+                   help="with --nostr: signed well-known card documents (default 30)")
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
     from snap_spark.sample import HONEST_KINDS, SampleConfig, expected_tasks_path, write_sample
 
+    if args.nostr is not None:
+        return _sample_nostr(args)
+    if args.out is None or args.cards is not None or args.well_known is not None:
+        print("snap-spark sample: --out is required (--cards and --well-known go with --nostr)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    args.agents = 20 if args.agents is None else args.agents
+    args.messages = 100_000 if args.messages is None else args.messages
     if args.agents < 2 or args.messages < 0:
         print("snap-spark sample: need --agents >= 2 and --messages >= 0", file=sys.stderr)
         return EXIT_USAGE
@@ -194,6 +216,28 @@ def cmd_sample(args: argparse.Namespace) -> int:
         f"{len(counts)} kinds) in {elapsed:.1f}s; expected tasks in {tasks}",
         file=sys.stderr,
     )
+    return 0
+
+
+def _sample_nostr(args: argparse.Namespace) -> int:
+    """``snap-spark sample --nostr STEM``: the Nostr generator (``snap_spark.sample_nostr``)."""
+    from snap_spark.sample_nostr import NostrSampleConfig, summary, write_nostr_sample
+
+    if args.out is not None or args.labels is not None or args.tasks:
+        print("snap-spark sample: --out, --labels and --tasks do not go with --nostr "
+              "(its files are named after STEM)", file=sys.stderr)
+        return EXIT_USAGE
+    given = {"agents": args.agents, "cards": args.cards, "messages": args.messages,
+             "well_known": args.well_known}
+    try:
+        config = NostrSampleConfig(
+            seed=args.seed, **{name: value for name, value in given.items() if value is not None}
+        )
+    except ValueError as exc:
+        print(f"snap-spark sample --nostr: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sample = write_nostr_sample(config, args.nostr)
+    print(summary(sample, args.nostr), file=sys.stderr)
     return 0
 
 
