@@ -9,7 +9,6 @@ its replay rule) for the inner messages. The two must agree on every line.
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import stat
@@ -22,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snap_spark import cli, sample_nostr
+from snap_spark import cli
 from snap_spark.protocol.cards import verify_signed_card
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import IdentityInvalid
@@ -468,11 +467,6 @@ def test_cli_sample_nostr_usage_errors(tmp_path: Path, extra: list[str],
 def test_cli_sample_without_nostr_still_needs_out(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["sample", "--messages", "5"]) == cli.EXIT_USAGE
     assert cli.main(["sample", "--out", "x.jsonl", "--cards", "5"]) == cli.EXIT_USAGE
-
-
-def test_module_examples() -> None:
-    """The module's docstring examples (pyproject's doctest paths do not list it)."""
-    assert doctest.testmod(sample_nostr).failed == 0
 
 
 def test_mismatched_events_carry_an_otherwise_valid_inner_message(sample: NostrSample) -> None:
