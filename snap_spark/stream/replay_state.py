@@ -407,6 +407,15 @@ class ReplayStateProcessor(StatefulProcessor):
                 end += 1
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
+            if entry is None and end == start + 1 and (
+                    watermark is None or records[start][2] >= watermark):
+                # the common case: a key seen once, on time (step_key's result, built
+                # directly; tests/stream/test_replay_state.py compares the two)
+                keys[name], candidate = fresh_entry(records[start], watermark, self.window)
+                if not landing:
+                    out.append((sender, msg_id, candidate, None, False, True))
+                start = end
+                continue
             state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
             state, rows_out = step_key(state, records[start:end], watermark, self.window)
             out.extend((sender, msg_id, *row) for row in rows_out)
@@ -437,6 +446,28 @@ class ReplayStateProcessor(StatefulProcessor):
         pending = timer_ms if timer_ms != expiredTimerInfo.getExpiryTimeInMs() else None
         self._save(keys, pending)
         yield _state_keys_frame(int(bucket), len(keys))
+
+
+def fresh_entry(record: tuple[Any, ...], watermark: float | None, window: float
+                ) -> tuple[list[Any], ReplayCandidate]:
+    """The stored entry (``[expiry_ms, plain state]``) and the candidate of a key that has no
+    state and one candidate in the batch, received at or after ``watermark``: exactly what
+    :func:`step_key` and :func:`expiry_ms` give it (accepted, or its own check-7/8 code;
+    exact), without the steps.
+
+    Examples:
+        >>> entry, c = fresh_entry(("s", "m", 10.0, "f", 3, None, "k"), 5.0, 120.0)
+        >>> entry[0], entry[1]["candidates"], entry[1]["horizon"]
+        (130001, [[10.0, None, ['k', 3], ['f', 3], None]], 5.0)
+    """
+    _s, _m, received, source_file, line_no, auth_code, file_key = record
+    at = float(received)
+    code = None if auth_code is None or auth_code != auth_code else int(auth_code)
+    line = int(line_no)
+    candidate = ReplayCandidate(at, code, [file_key, line], (source_file, line))
+    plain = {"candidates": [[at, code, [file_key, line], [source_file, line], None]],
+             "anchor": None, "horizon": watermark}
+    return [math.ceil((at + window) * 1000) + 1, plain], candidate
 
 
 def _accepted_name(state: ReplayKeyState, seen: float) -> str | None:

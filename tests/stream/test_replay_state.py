@@ -18,18 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from snap_spark.protocol.replay import duplicate_detail, replayed_rows
+from snap_spark.protocol.replay import EMPTY_STATE, duplicate_detail, replayed_rows
 from snap_spark.stream.replay_state import (
     BUCKET_COLUMN,
     CANDIDATE_SCHEMA,
     VERDICT_SCHEMA,
     ReplayStateProcessor,
     configure_state_store,
+    expiry_ms,
+    fresh_entry,
     replay_verdicts,
     state_keys,
     state_rows,
+    step_key,
 )
 
 pytestmark = pytest.mark.spark
@@ -381,3 +386,22 @@ def test_state_rows_stay_bounded_by_the_traffic_within_the_window(spark: Any,
     assert counts == expected
     assert max(expected) <= 3 * per_drop  # bounded by the traffic within about one window
     assert len(newest) == 10 * per_drop
+
+
+@settings(max_examples=300, deadline=None)
+@given(received=st.floats(0, 2e9, allow_nan=False), behind=st.floats(0, 1e6, allow_nan=False),
+       code=st.sampled_from([None, 2001, 2002, math.nan]),
+       line=st.integers(1, 10**9), window=st.floats(0, 1e5, allow_nan=False),
+       with_watermark=st.booleans())
+def test_fresh_entry_is_what_step_key_gives(received: float, behind: float, code: Any,
+                                            line: int, window: float,
+                                            with_watermark: bool) -> None:
+    """The processor's shortcut for a key seen once, on time, equals the full step."""
+    watermark = max(0.0, received - behind) if with_watermark else None
+    record = ("bc1p-sender", "msg-1", received, "drop.jsonl", line, code, "key-1")
+    state, rows = step_key(EMPTY_STATE, [record], watermark, window)
+    entry, candidate = fresh_entry(record, watermark, window)
+    assert entry == [expiry_ms(state, window), state.to_plain()]
+    assert json.loads(json.dumps(entry)) == json.loads(json.dumps(
+        [expiry_ms(state, window), state.to_plain()]))
+    assert rows == [(candidate, None, False, True)]
