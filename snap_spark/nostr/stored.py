@@ -51,6 +51,7 @@ from snap_spark.protocol.errors import IdentityInvalid, SnapError
 from snap_spark.protocol.jsonparse import loads
 from snap_spark.protocol.keys import Network, decode_p2tr, internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import check_event
+from snap_spark.protocol.validate import MissingReceiptTime
 
 #: Storable SNAP message (``docs/discovery.md``: regular range, kept by relays).
 MESSAGE_KIND: Final = 4339
@@ -64,6 +65,9 @@ INNER_VALID: Final = "valid"
 INNER_INVALID: Final = "inner_invalid"
 
 _HEX = frozenset("0123456789abcdef")
+_NEEDS_CLOCK: Final = ("archived stored messages (kind 4339) without a receipt time (raw events "
+                       "or relay frames, no envelope received_at): choose their receipt clock "
+                       "with --bare-clock now|message|<unix seconds>")
 
 
 class KeyringError(ValueError):
@@ -187,9 +191,18 @@ def taproot_of(pubkey_hex: str, claimed: object) -> str:
     return p2tr_address(bytes.fromhex(pubkey_hex), network)
 
 
-def check_stored_event(event: object, received_at: float, keyring: Keyring) -> StoredCheck:
+def check_stored_event(event: object, received_at: float | None, keyring: Keyring
+                       ) -> StoredCheck:
     """Take one kind-4339 event, received at ``received_at`` (unix seconds), through the
-    checks of the module docstring. Never raises."""
+    checks of the module docstring.
+
+    ``received_at`` may be ``None`` (an archived event without its receipt time) as long as
+    no check needs it: an event with an ``expiration`` tag, or one that passes the binding
+    (its inner message is verified against its receipt time), then raises.
+
+    Raises:
+        MissingReceiptTime: ``received_at`` is ``None`` and a check needs it.
+    """
     verdict, detail = check_event(event)
     if verdict != "ok":
         return StoredCheck(verdict, detail)
@@ -210,6 +223,8 @@ def check_stored_event(event: object, received_at: float, keyring: Keyring) -> S
         if not text.isascii() or not text.isdigit() or len(text) > 15:
             return StoredCheck("malformed", "the expiration tag is not a unix time",
                                recipient)
+        if received_at is None:
+            raise MissingReceiptTime(_NEEDS_CLOCK)
         if int(text) < received_at:
             return StoredCheck("expired", f"expiration {text} is "
                                           f"{received_at - int(text):g}s before the receipt "
@@ -222,7 +237,10 @@ def check_stored_event(event: object, received_at: float, keyring: Keyring) -> S
     except ValueError as exc:
         return StoredCheck("decrypt_failed", f"NIP-44 v2 decryption failed: {exc}",
                            recipient)
-    return _binding(event["pubkey"], recipient, plaintext)
+    bound = _binding(event["pubkey"], recipient, plaintext)
+    if bound.verdict == "bound" and received_at is None:
+        raise MissingReceiptTime(_NEEDS_CLOCK)
+    return bound
 
 
 def _binding(sender_hex: str, recipient_hex: str, plaintext: str) -> StoredCheck:

@@ -6,6 +6,7 @@ Change a schema only with a migration note in the README: notebooks and audits r
 from __future__ import annotations
 
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     DateType,
@@ -125,5 +126,79 @@ TASKS = StructType([
     _f("foreign_reports", LongType(), False),  # reports from someone other than the owner
 ])
 
+#: One row per distinct Nostr event (kinds 31337 and 4339, and whatever else a relay or an
+#: archive held): every copy of an event whose id and signature verify is folded into the
+#: row of its id (relays seen on, copies, first receipt); a line or copy that is not such an
+#: event (malformed, ``bad_event_id``, ``bad_event_sig``) has its own row, keyed by its bytes,
+#: so a forged copy never shadows the genuine event. ``verdict``: docs/verdicts.md "Nostr".
+NOSTR_EVENTS = StructType([
+    _f("event_key", StringType(), False),  # the event id, or "line:<sha256 of the bytes>"
+    _f("event_id", StringType()),  # the id the event claims, when it has one
+    _f("kind", IntegerType()),
+    _f("pubkey", StringType()),
+    _f("created_at", LongType()),
+    _f("created_time", TimestampType()),
+    _f("tags", StringType()),  # the tags as a JSON array
+    _f("content", StringType()),
+    _f("identity", StringType()),  # kind 31337: the d tag
+    _f("recipient", StringType()),  # kind 4339: the p tag
+    _f("expiration", LongType()),  # NIP-40 expiration tag, if any
+    _f("relays", ArrayType(StringType())),  # relays it was seen on (sorted)
+    _f("origins", ArrayType(StringType())),  # "file:line" of each line, or the relay
+    _f("copies", LongType(), False),  # distinct origins folded into this row
+    _f("first_source", StringType()),  # "file:line" or the relay of the first copy
+    _f("first_received_at", DoubleType()),
+    _f("first_received_time", TimestampType()),
+    _f("verdict", StringType(), False),
+    _f("error_code", IntegerType()),  # inner_invalid: the inner message's SNAP code
+    _f("error_detail", StringType()),
+    _f("message_source", StringType()),  # kind 4339 delivered: messages.source of its message
+    _f("ingest_id", StringType(), False),  # the run that first wrote the row
+    _f("ingest_time", TimestampType(), False),
+])
+
+#: One row per agent card seen: every kind-31337 event whose id and signature verify
+#: (valid, superseded, or rejected with its verdict: impersonations are counted from here),
+#: and every signed well-known card document (``source = "well-known"``).
+AGENT_CARD_HISTORY = StructType([
+    _f("card_key", StringType(), False),  # event id, or "well-known:<sha256 of the document>"
+    _f("source", StringType(), False),  # "nostr" | "well-known"
+    _f("origin", StringType()),  # relays, or the well-known file or URL
+    _f("identity", StringType()),  # the identity it claims (d tag, or card identity)
+    _f("pubkey", StringType()),
+    _f("created_at", LongType()),  # event created_at, or the signed document's timestamp
+    _f("created_time", TimestampType()),
+    _f("verdict", StringType(), False),
+    _f("error_detail", StringType()),
+    _f("card", StringType()),  # the card JSON, when it parses
+    _f("first_received_at", DoubleType()),
+    _f("ingest_id", StringType(), False),
+])
+
+#: One row per identity: the card that stands (newest valid card, ties to the lower id).
+AGENT_CARDS = StructType([
+    _f("identity", StringType(), False),
+    _f("pubkey", StringType(), False),
+    _f("card_key", StringType(), False),
+    _f("source", StringType(), False),
+    _f("created_at", LongType(), False),
+    _f("created_time", TimestampType()),
+    _f("name", StringType()),
+    _f("description", StringType()),
+    _f("version", StringType()),
+    _f("skills", ArrayType(StringType())),  # skill ids
+    _f("skill_names", ArrayType(StringType())),
+    _f("skill_tags", ArrayType(StringType())),
+    _f("endpoints", ArrayType(StringType())),  # endpoint URLs, in the card's order
+    _f("endpoint_protocols", ArrayType(StringType())),  # "http" | "wss", same order
+    _f("relays", ArrayType(StringType())),  # the card's nostrRelays
+    _f("capabilities", ArrayType(StringType())),  # capability names that are true
+    _f("protocol_version", StringType()),
+    _f("card", StringType(), False),
+    _f("valid_cards", LongType(), False),  # valid cards seen for the identity
+    _f("rejected_cards", LongType(), False),  # card events claiming it that were rejected
+])
+
 TABLES = {"raw_messages": RAW_MESSAGES, "messages": MESSAGES, "ingested_files": INGESTED_FILES,
-          "task_events": TASK_EVENTS, "tasks": TASKS}
+          "task_events": TASK_EVENTS, "tasks": TASKS, "nostr_events": NOSTR_EVENTS,
+          "agent_card_history": AGENT_CARD_HISTORY, "agent_cards": AGENT_CARDS}

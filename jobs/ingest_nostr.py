@@ -1,0 +1,15 @@
+"""spark-submit entry point: Nostr agent cards and stored messages into the lake.
+
+    spark-submit jobs/ingest_nostr.py --lake data/lake --relay ws://127.0.0.1:7447 \
+        --keyring data/nostr.keyring
+    spark-submit jobs/ingest_nostr.py --lake data/lake --input data/nostr.events.jsonl
+
+All logic lives in :mod:`snap_spark.nostr.ingest`; see ``--help``.
+"""
+
+import sys
+
+from snap_spark.nostr.ingest import main
+
+if __name__ == "__main__":
+    sys.exit(main())

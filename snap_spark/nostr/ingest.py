@@ -1,0 +1,801 @@
+"""Nostr events into the lake: ``nostr_events``, ``agent_card_history``, ``agent_cards``, and
+the stored messages they carry into ``messages``.
+
+One run (:func:`ingest`) takes events from archive files (each line an event, a relay
+``EVENT`` frame or an envelope with its receipt time, :mod:`snap_spark.nostr.lines`) or from
+relays (:func:`snap_spark.nostr.client.fetch_events`), and then:
+
+1. **verifies every copy** (Spark tasks over line ranges, the batch job's read path): the
+   NIP-01 id and signature (:func:`snap_spark.protocol.nostr.check_event`). A line that is
+   no verified event keeps its own ``nostr_events`` row, keyed by its bytes
+   (``line:<sha256>``): a forged copy never shadows the genuine event;
+2. **folds verified copies by event id**, across relays, files and runs: relays seen on,
+   origins (``file:line`` or relay), first receipt time. An event already in the lake keeps
+   its verdict; only its relays and origins grow;
+3. **decides each new event**: kind 31337 by :func:`~snap_spark.protocol.nostr.check_card_event`,
+   kind 4339 by :func:`snap_spark.nostr.stored.check_stored_event` (expiry, keyring,
+   decryption, binding), any other kind ``malformed``;
+4. **lands the bound stored messages** through the batch job
+   (:func:`snap_spark.pipeline.job.run`): one envelope line per event, ``source =
+   nostr:<event id>``, in a content-keyed file under ``<lake>/nostr_inbox/``; their
+   ``messages`` verdicts give the events theirs (``valid``, or ``inner_invalid`` with the
+   code). An event whose message the lake already holds is not landed again;
+5. **cards**: every verified card event (and well-known document) joins
+   ``agent_card_history``; per identity the newest valid card (ties: the lower id) stands in
+   ``agent_cards``, and the valid cards it displaces become ``superseded``, in
+   ``nostr_events`` and in the history alike (a late, older card is superseded at once).
+
+Each table is then replaced key by key in one commit (:meth:`snap_spark.lake.Lake.replace_keys`),
+so running the same input again changes nothing.
+
+Example::
+
+    result = ingest(spark, "data/lake", inputs=["data/nostr.events.jsonl"],
+                    keyring=Keyring.load("data/nostr.keyring"))
+    print(result.verdicts)   # Counter({'valid': 412, 'superseded': 30, ...})
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+import pyarrow as pa
+
+from snap_spark import storage
+from snap_spark.nostr.lines import event_from_line
+from snap_spark.nostr.stored import MESSAGE_KIND, Keyring, check_stored_event
+from snap_spark.protocol.nostr import CARD_KIND, card_sort_key, check_card_event, check_event
+from snap_spark.runner import log
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from snap_spark.lines import LineRange
+    from snap_spark.settings import VerifySettings
+
+#: How a stored message's receipt time is taken (docs/verdicts.md "Stored messages"):
+#: ``received`` (default) the time the event reached us, first copy; ``event`` its
+#: ``created_at``, the time its sender wrapped it (offline retrieval read leniently).
+STORED_CLOCKS: Final = ("received", "event")
+
+#: Verdicts of a copy that is not a verified event (its row is keyed by its bytes).
+UNVERIFIED: Final = ("malformed", "bad_event_id", "bad_event_sig")
+
+#: What the verifying tasks send back: one row per line or delivery.
+CHECKED = pa.schema([
+    pa.field("origin", pa.string()),  # "file:line" or the relay URL
+    pa.field("relay", pa.string()),
+    pa.field("received_at", pa.float64()),
+    pa.field("line_key", pa.string()),  # sha256 of the line (or event JSON) bytes
+    pa.field("event_id", pa.string()),  # the id it claims, if any
+    pa.field("verdict", pa.string()),  # "ok" or one of UNVERIFIED
+    pa.field("detail", pa.string()),
+    pa.field("event", pa.string()),  # the event as JSON (verified copies, and forged ones)
+])
+
+#: Folder of the lake holding the envelope files of landed stored messages.
+INBOX: Final = "nostr_inbox"
+
+
+@dataclass
+class IngestResult:
+    """What one run did (the job prints it)."""
+
+    copies: int = 0  # lines or deliveries read
+    events: int = 0  # nostr_events rows written (new or grown)
+    new_events: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)  # of the new rows
+    cards: int = 0  # agent_cards rows written
+    messages_landed: int = 0
+    relays: list[dict[str, Any]] = field(default_factory=list)  # live mode, per relay
+    seconds: float = 0.0
+
+
+# -- 1. verify copies (executors) --------------------------------------------------------------
+
+
+def check_copy(raw: bytes | None, origin: str, *, relay: str | None = None,
+               received_at: float | None = None, read_error: str | None = None
+               ) -> dict[str, Any]:
+    """The :data:`CHECKED` row of one archived line or relay delivery.
+
+    Examples:
+        >>> row = check_copy(b"not json", "a.jsonl:3")
+        >>> row["verdict"], row["line_key"][:5], row["event"] is None
+        ('malformed', 'line:', True)
+    """
+    data = raw if raw is not None else b""
+    row: dict[str, Any] = {"origin": origin, "relay": relay, "received_at": received_at,
+                           "line_key": "line:" + hashlib.sha256(data).hexdigest(),
+                           "event_id": None, "verdict": "malformed", "detail": read_error,
+                           "event": None}
+    if raw is None:
+        row["detail"] = read_error or "the line could not be read"
+        return row
+    found = event_from_line(raw)
+    if found.event is None:
+        row["detail"] = found.reason
+        return row
+    if found.relay is not None:
+        row["relay"] = found.relay
+    if found.received_at is not None:
+        row["received_at"] = float(found.received_at)
+    claimed = found.event.get("id")
+    if isinstance(claimed, str):
+        row["event_id"] = claimed[:64]
+    verdict, detail = check_event(found.event)
+    row["verdict"], row["detail"] = verdict, detail
+    if verdict in ("ok", "bad_event_id", "bad_event_sig"):
+        try:
+            row["event"] = orjson.dumps(found.event).decode()
+        except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits
+            row["event"] = None
+    return row
+
+
+def check_range(part: LineRange, _index: int) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` work of one line range of an archive file."""
+    from snap_spark.pipeline.read import iter_line_lists
+
+    for line_nos, raws, errors in iter_line_lists(part.path, start=part.start, end=part.end,
+                                                  first_line=part.first_line):
+        rows = [check_copy(raw, f"{part.path}:{n}",
+                           read_error=None if errors is None else errors[i])
+                for i, (n, raw) in enumerate(zip(line_nos, raws, strict=True))]
+        yield pa.RecordBatch.from_pylist(rows, schema=CHECKED)
+
+
+def check_deliveries(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` work over live deliveries (``event_json, relay, received_at``)."""
+    for batch in batches:
+        rows = [check_copy(event.encode("utf-8", "surrogatepass"), relay, relay=relay,
+                           received_at=at)
+                for event, relay, at in zip(batch.column("event_json").to_pylist(),
+                                            batch.column("relay").to_pylist(),
+                                            batch.column("received_at").to_pylist(),
+                                            strict=True)]
+        yield pa.RecordBatch.from_pylist(rows, schema=CHECKED)
+
+
+# -- 2. fold copies (driver) -------------------------------------------------------------------
+
+
+@dataclass
+class Folded:
+    """One ``nostr_events`` row in the making: a verified event, or an unverified line."""
+
+    key: str
+    event: dict[str, Any] | None
+    event_id: str | None
+    verdict: str | None  # None: to decide (a verified event new to the lake)
+    detail: str | None
+    relays: set[str] = field(default_factory=set)
+    origins: set[str] = field(default_factory=set)
+    received_at: float | None = None
+    first_origin: str | None = None
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        if row["relay"]:
+            self.relays.add(row["relay"])
+        self.origins.add(row["origin"])
+        at = row["received_at"]
+        if at is not None and (self.received_at is None or at < self.received_at):
+            self.received_at, self.first_origin = at, row["origin"]
+        if self.first_origin is None:
+            self.first_origin = row["origin"]
+
+
+def fold_copies(rows: Iterable[Mapping[str, Any]]) -> dict[str, Folded]:
+    """Copies folded by event id (verified) or by their bytes (the rest).
+
+    Examples:
+        >>> rows = [{"origin": "f:1", "relay": "wss://a", "received_at": 5.0,
+        ...          "line_key": "line:x", "event_id": "e1", "verdict": "ok",
+        ...          "detail": "", "event": '{"id":"e1"}'},
+        ...         {"origin": "f:2", "relay": "wss://b", "received_at": 3.0,
+        ...          "line_key": "line:y", "event_id": "e1", "verdict": "ok",
+        ...          "detail": "", "event": '{"id":"e1"}'}]
+        >>> f = fold_copies(rows)["e1"]
+        >>> sorted(f.relays), f.received_at, f.first_origin
+        (['wss://a', 'wss://b'], 3.0, 'f:2')
+    """
+    folded: dict[str, Folded] = {}
+    for row in rows:
+        verified = row["verdict"] == "ok"
+        key = row["event_id"] if verified else row["line_key"]
+        entry = folded.get(key)
+        if entry is None:
+            event = json.loads(row["event"]) if row["event"] else None
+            entry = folded[key] = Folded(key, event if verified else None, row["event_id"],
+                                         None if verified else row["verdict"], row["detail"])
+            if not verified and event is not None:
+                entry.event = event  # a forged copy: its fields are shown, never trusted
+        entry.add(row)
+    return folded
+
+
+# -- 3. decide new events (driver) -------------------------------------------------------------
+
+
+def decide(entry: Folded, receipt: float | None, keyring: Keyring) -> tuple[str, str,
+                                                                           str | None]:
+    """Verdict, detail and (kind 4339 bound) inner message text of a new verified event.
+
+    ``receipt`` is the first receipt time (``None``: unknown, a bare archive line without
+    ``--bare-clock``)."""
+    assert entry.event is not None
+    kind = entry.event.get("kind")
+    if kind == CARD_KIND:
+        verdict, detail = check_card_event(entry.event)
+        return verdict, detail, None
+    if kind == MESSAGE_KIND:
+        found = check_stored_event(entry.event, receipt, keyring)
+        return found.verdict, found.detail, found.inner
+    return "malformed", f"kind {kind} is not a SNAP kind ({CARD_KIND}, {MESSAGE_KIND})", None
+
+
+def _tag(event: Mapping[str, Any], name: str) -> str | None:
+    for tag in event.get("tags") or []:
+        if tag and tag[0] == name:
+            return str(tag[1]) if len(tag) > 1 else ""
+    return None
+
+
+def _time(seconds: float | int | None) -> dt.datetime | None:
+    if seconds is None or not 0 <= seconds <= 253_402_300_799:
+        return None
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+
+def event_row(entry: Folded, verdict: str, detail: str | None, *, ingest_id: str,
+              ingest_time: dt.datetime, code: int | None = None,
+              message_source: str | None = None) -> dict[str, Any]:
+    """The ``nostr_events`` row of a folded entry."""
+    event = entry.event or {}
+
+    def typed(name: str, kind: type) -> Any:
+        value = event.get(name)
+        return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+    created = typed("created_at", int)
+    expiration = _tag(event, "expiration")
+    tags = event.get("tags")
+    return {
+        "event_key": entry.key, "event_id": entry.event_id, "kind": typed("kind", int),
+        "pubkey": typed("pubkey", str), "created_at": created, "created_time": _time(created),
+        "tags": None if tags is None else orjson.dumps(tags).decode(),
+        "content": typed("content", str),
+        "identity": _tag(event, "d") if event.get("kind") == CARD_KIND else None,
+        "recipient": _tag(event, "p") if event.get("kind") == MESSAGE_KIND else None,
+        "expiration": int(expiration) if expiration and expiration.isdigit()
+        and len(expiration) < 16 else None,
+        "relays": sorted(entry.relays), "origins": sorted(entry.origins),
+        "copies": len(entry.origins),
+        "first_source": entry.first_origin, "first_received_at": entry.received_at,
+        "first_received_time": _time(entry.received_at), "verdict": verdict,
+        "error_code": code, "error_detail": detail, "message_source": message_source,
+        "ingest_id": ingest_id, "ingest_time": ingest_time,
+    }
+
+
+# -- 5. cards (driver) -------------------------------------------------------------------------
+
+
+def history_row(*, card_key: str, source: str, origin: str | None, identity: str | None,
+                pubkey: str | None, created_at: int | None, verdict: str, detail: str | None,
+                card: str | None, received_at: float | None, ingest_id: str
+                ) -> dict[str, Any]:
+    """An ``agent_card_history`` row."""
+    return {"card_key": card_key, "source": source, "origin": origin, "identity": identity,
+            "pubkey": pubkey, "created_at": created_at, "created_time": _time(created_at),
+            "verdict": verdict, "error_detail": detail, "card": card,
+            "first_received_at": received_at, "ingest_id": ingest_id}
+
+
+def card_fields(card_json: str) -> dict[str, Any]:
+    """The queryable ``agent_cards`` columns of a (valid) card.
+
+    Examples:
+        >>> from snap_spark.protocol.cards import sample_card
+        >>> fields = card_fields(json.dumps(sample_card("bc1p...")))
+        >>> fields["skills"], fields["skill_tags"], fields["endpoints"]
+        (['code-generation'], ['code'], [])
+    """
+    card = json.loads(card_json)
+    skills = [s for s in card.get("skills") or [] if isinstance(s, dict)]
+    endpoints = [e for e in card.get("endpoints") or [] if isinstance(e, dict)]
+    capabilities = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
+    return {
+        "name": card.get("name"), "description": card.get("description"),
+        "version": card.get("version"),
+        "skills": [str(s.get("id")) for s in skills],
+        "skill_names": [str(s.get("name")) for s in skills],
+        "skill_tags": sorted({str(t) for s in skills for t in s.get("tags") or []}),
+        "endpoints": [str(e.get("url")) for e in endpoints],
+        "endpoint_protocols": [str(e.get("protocol")) for e in endpoints],
+        "relays": [str(r) for r in card.get("nostrRelays") or []],
+        "capabilities": sorted(k for k, v in capabilities.items() if v is True),
+        "protocol_version": card.get("protocolVersion"),
+    }
+
+
+def resolve_cards(history: Sequence[Mapping[str, Any]]
+                  ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Given every ``agent_card_history`` row of some identities, the ``agent_cards`` row of
+    each and the verdict each standing Nostr card must now have (``card_key -> verdict``).
+
+    Among an identity's valid Nostr cards the newest stands (ties: the lower event id) and
+    the others are ``superseded`` (NIP-01 replaceable events). A valid well-known document
+    is no Nostr event: it supersedes none and keeps its verdict, but it stands in
+    ``agent_cards`` when it is newer than the identity's standing Nostr card.
+
+    Examples:
+        >>> rows = [{"card_key": k, "identity": "bc1pa", "pubkey": "p", "source": "nostr",
+        ...          "created_at": t, "verdict": "valid", "card": '{"name": "A"}'}
+        ...         for k, t in (("b", 5), ("a", 5), ("c", 4))]
+        >>> cards, verdicts = resolve_cards(rows)
+        >>> cards[0]["card_key"], verdicts
+        ('a', {'a': 'valid', 'b': 'superseded', 'c': 'superseded'})
+    """
+    def order(row: Mapping[str, Any]) -> tuple[int, str]:
+        return card_sort_key({"created_at": row["created_at"], "id": row["card_key"]})
+
+    by_identity: dict[str, list[Mapping[str, Any]]] = {}
+    for row in history:
+        if row["identity"] is not None:
+            by_identity.setdefault(row["identity"], []).append(row)
+    cards: list[dict[str, Any]] = []
+    verdicts: dict[str, str] = {}
+    for identity, rows in sorted(by_identity.items()):
+        standing = [r for r in rows if r["verdict"] in ("valid", "superseded")]
+        nostr = [r for r in standing if r["source"] == "nostr"]
+        contenders = [r for r in standing if r["source"] != "nostr"]
+        if nostr:
+            newest = min(nostr, key=order)
+            for row in nostr:
+                verdicts[row["card_key"]] = "valid" if row is newest else "superseded"
+            contenders.append(newest)
+        if not contenders:
+            continue
+        current = min(contenders, key=order)
+        cards.append({"identity": identity, "pubkey": current["pubkey"],
+                      "card_key": current["card_key"], "source": current["source"],
+                      "created_at": current["created_at"],
+                      "created_time": _time(current["created_at"]),
+                      **card_fields(current["card"]), "card": current["card"],
+                      "valid_cards": len(standing), "rejected_cards": len(rows) - len(standing)})
+    return cards, verdicts
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def _lookup(spark: SparkSession, lake: Any, path: str, column: str, keys: Iterable[str]
+            ) -> list[dict[str, Any]]:
+    """The rows of a table whose ``column`` is one of ``keys`` (none when it is absent)."""
+    wanted = sorted(set(keys))
+    if not wanted or not lake.exists(path):
+        return []
+    frame = spark.createDataFrame(pa.table({column: pa.array(wanted, pa.string())}))
+    found: list[dict[str, Any]] = (
+        lake.read(spark, path).join(frame, column, "left_semi").toArrow().to_pylist())
+    return found
+
+
+def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
+             rows: Sequence[Mapping[str, Any]], key: str, *, staging: str, ingest_id: str,
+             info: Mapping[str, Any]) -> None:
+    """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit."""
+    from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
+    from snap_spark.pipeline.job import batch_app_id
+    from snap_spark.pipeline.runs import file_prefix
+    from snap_spark.schemas.tables import TABLES
+
+    if not rows:
+        return
+    schema = TABLES[table]
+    path = storage.join(lake_dir, table)
+    root = lake.data_root(path, staging)
+    arrow = to_arrow(schema)
+    writer = PartitionedFileWriter(root, arrow, [], file_prefix=file_prefix(ingest_id, table))
+    try:
+        writer.write(pa.RecordBatch.from_pylist(list(rows), schema=arrow))
+        files = writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    keys = spark.createDataFrame(pa.table({key: pa.array(sorted({r[key] for r in rows}),
+                                                         pa.string())}))
+    try:
+        done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
+                                 partition_by=[], app_id=batch_app_id([ingest_id, table]),
+                                 version=1, commit_info=dict(info))
+    except BaseException:
+        delete_data_files(root, files)
+        raise
+    if not done:
+        delete_data_files(root, files)
+
+
+def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
+    """The first receipt time of an event, or the bare-line clock's when no copy had one."""
+    if entry.received_at is not None:
+        return entry.received_at
+    clock = settings.bare_clock
+    if clock == "message" and entry.event is not None and isinstance(
+            entry.event.get("created_at"), int):
+        return float(entry.event["created_at"])
+    if clock == "now":
+        return settings.clock_now
+    if clock not in ("", "message", "now"):
+        return float(clock)
+    return None
+
+
+def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded, float, str]],
+                settings: VerifySettings) -> dict[str, dict[str, Any]]:
+    """Land bound stored messages (``(event, receipt time, inner text)``) through the batch
+    job, unless ``messages`` holds them already; the ``messages`` row of each by event id."""
+    from snap_spark.lake import get_lake
+    from snap_spark.pipeline.job import run
+
+    lake = get_lake(spark)
+    sources = {f"nostr:{entry.key}": entry.key for entry, _, _ in bound}
+    held = set(_landed_messages(spark, lake, lake_dir, sources))
+    todo = sorted((at, entry.key, inner) for entry, at, inner in bound
+                  if f"nostr:{entry.key}" not in held)
+    if todo:
+        body = b"".join(
+            orjson.dumps({"received_at": at, "source": f"nostr:{key}", "message": inner})
+            + b"\n" for at, key, inner in todo)
+        digest = hashlib.sha256(body).hexdigest()[:24]
+        inbox = storage.join(lake_dir, INBOX)
+        storage.make_dirs(inbox)
+        location = storage.join(inbox, f"stored-{digest}.jsonl")
+        filesystem, local = storage.resolve(location)
+        with filesystem.open_output_stream(local) as out:
+            out.write(body)
+        run(spark, [location], lake_dir, settings)
+    return {sources[source]: row
+            for source, row in _landed_messages(spark, lake, lake_dir, sources).items()}
+
+
+def _landed_messages(spark: SparkSession, lake: Any, lake_dir: str, sources: Iterable[str]
+                     ) -> dict[str, dict[str, Any]]:
+    """The ``messages`` row (verdict, code, detail) of each envelope ``source`` the lake
+    holds (found through ``raw_messages``, which keeps the envelope's source)."""
+    raw = _lookup(spark, lake, storage.join(lake_dir, "raw_messages"), "source", sources)
+    if not raw:
+        return {}
+    lines = spark.createDataFrame(pa.Table.from_pylist(
+        [{"source": r["source"], "file_key": r["file_key"], "line_no": r["line_no"]}
+         for r in raw]))
+    rows = (lake.read(spark, storage.join(lake_dir, "messages"))
+            .join(lines, ["file_key", "line_no"])
+            .select("source", "verdict", "error_code", "error_detail").toArrow().to_pylist())
+    return {r["source"]: r for r in rows}
+
+
+def resume_points(spark: SparkSession, lake_dir: str, relays: Sequence[str], now: float
+                  ) -> dict[str, int]:
+    """Per relay, the newest ``created_at`` of the events it delivered that the lake holds
+    (events dated after ``now`` are left out: a relay keeps future-dated events, and one
+    would move the resume point past everything still to come)."""
+    from pyspark.sql import functions as F
+
+    from snap_spark.lake import get_lake
+
+    lake = get_lake(spark)
+    path = storage.join(lake_dir, "nostr_events")
+    if not relays or not lake.exists(path):
+        return {}
+    rows = (lake.read(spark, path)
+            .filter(F.col("created_at") <= F.lit(int(now)))
+            .select(F.explode("relays").alias("relay"), "created_at")
+            .filter(F.col("relay").isin(list(relays)))
+            .groupBy("relay").agg(F.max("created_at").alias("newest")).collect())
+    return {r["relay"]: int(r["newest"]) for r in rows}
+
+
+def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
+           relays: Sequence[str] = (), since: int | None = None,
+           keyring: Keyring | None = None, well_known: Sequence[str] = (),
+           settings: VerifySettings | None = None, stored_clock: str = "received",
+           timeout: float = 10.0, overlap: int = 600) -> IngestResult:
+    """One ingestion run (see the module docstring): ``inputs`` (archive files or folders)
+    and/or ``relays`` (live; each resumes ``overlap`` seconds before the newest event it
+    delivered before, unless ``since`` is given), ``well_known`` signed card documents.
+
+    Raises:
+        UsageError: nothing to read, or an unknown ``stored_clock``.
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from snap_spark.lake import get_lake, table_uri
+    from snap_spark.nostr.wellknown import read_well_known
+    from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
+    from snap_spark.pipeline.runs import run_marker
+    from snap_spark.runner import UsageError
+    from snap_spark.settings import VerifySettings as Settings
+
+    if stored_clock not in STORED_CLOCKS:
+        raise UsageError(f"--stored-clock must be one of {', '.join(STORED_CLOCKS)}")
+    if not inputs and not relays and not well_known:
+        raise UsageError("give --input PATH, --relay URL or --well-known PATH")
+    settings = (settings or Settings()).validated()
+    if not settings.clock_now:
+        settings = Settings(**{**settings.__dict__, "clock_now": float(int(time.time()))})
+    keyring = keyring or Keyring([])
+    started = time.monotonic()
+    result = IngestResult()
+    lake = get_lake(spark)
+    ingest_id = uuid.uuid4().hex
+    now = dt.datetime.now(tz=dt.UTC)
+    checked = from_arrow_schema(CHECKED)
+    rows: list[dict[str, Any]] = []
+    if inputs:
+        try:
+            files = list_input_files(inputs)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if not files:
+            raise UsageError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+        ranges = plan_ranges(spark, files)
+        rows += over_ranges(spark, ranges, check_range, checked).toArrow().to_pylist()
+        log(f"read {len(rows)} lines from {len(files)} archive file(s)")
+    if relays:
+        rows += _fetch(spark, lake_dir, relays, since, timeout, overlap, result, checked)
+    result.copies = len(rows)
+    folded = fold_copies(rows)
+    events_path = storage.join(lake_dir, "nostr_events")
+    existing = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
+                                                    folded)}
+    out: dict[str, dict[str, Any]] = {}
+    bound: list[tuple[Folded, float, str]] = []
+    cards_new: list[dict[str, Any]] = []
+    for key, entry in folded.items():
+        old = existing.get(key)
+        if old is not None:
+            grown = _grown(old, entry)
+            if grown is not None:
+                out[key] = grown
+            continue
+        if entry.verdict is not None:  # not a verified event: kept as it came
+            out[key] = event_row(entry, entry.verdict, entry.detail, ingest_id=ingest_id,
+                                 ingest_time=now)
+            continue
+        receipt = _receipt(entry, settings)
+        verdict, detail, inner = decide(entry, receipt, keyring)
+        if verdict == "bound" and inner is not None and receipt is not None:
+            at = (receipt if stored_clock == "received"
+                  else float((entry.event or {})["created_at"]))
+            bound.append((entry, at, inner))
+            continue
+        out[key] = event_row(entry, verdict, detail, ingest_id=ingest_id, ingest_time=now)
+        if entry.event is not None and entry.event.get("kind") == CARD_KIND:
+            cards_new.append(_card_history(entry, verdict, detail, ingest_id))
+    if bound:
+        delivered = land_stored(spark, lake_dir, bound, settings)
+        for entry, _at, _inner in bound:
+            message = delivered.get(entry.key)
+            if message is None:  # pragma: no cover - the batch job lands every line
+                raise RuntimeError(f"stored message of event {entry.key} did not land")
+            code = message["error_code"]
+            out[entry.key] = event_row(
+                entry, "valid" if code is None else "inner_invalid",
+                "inner message verified" if code is None else message["error_detail"],
+                ingest_id=ingest_id, ingest_time=now, code=code,
+                message_source=f"nostr:{entry.key}")
+        result.messages_landed = len(delivered)
+    cards_new += [{**row, "created_time": _time(row["created_at"]), "ingest_id": ingest_id}
+                  for row in read_well_known(well_known)]
+    cards = _settle_cards(spark, lake, lake_dir, cards_new, out, ingest_id, now)
+    staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
+    info = {"job": "ingest_nostr", "ingest_id": ingest_id}
+    with run_marker(lake_dir, ingest_id):
+        try:
+            _replace(spark, lake, lake_dir, "nostr_events", list(out.values()), "event_key",
+                     staging=staging, ingest_id=ingest_id, info=info)
+            _replace(spark, lake, lake_dir, "agent_card_history", cards["history"],
+                     "card_key", staging=staging, ingest_id=ingest_id, info=info)
+            _replace(spark, lake, lake_dir, "agent_cards", cards["cards"], "identity",
+                     staging=staging, ingest_id=ingest_id, info=info)
+        finally:
+            storage.delete_tree(staging)
+    result.events = len(out)
+    result.new_events = sum(1 for k in out if k not in existing)
+    result.verdicts = Counter(r["verdict"] for k, r in out.items() if k not in existing)
+    result.cards = len(cards["cards"])
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _grown(old: Mapping[str, Any], entry: Folded) -> dict[str, Any] | None:
+    """An existing row with this run's relays and origins added (``None``: nothing new)."""
+    relays = sorted(set(old["relays"] or []) | entry.relays)
+    origins = sorted(set(old["origins"] or []) | entry.origins)
+    if relays == sorted(old["relays"] or []) and origins == sorted(old["origins"] or []):
+        return None
+    row = {**old, "relays": relays, "origins": origins, "copies": len(origins)}
+    first = old["first_received_at"]
+    if entry.received_at is not None and (first is None or entry.received_at < first):
+        row.update(first_received_at=entry.received_at,
+                   first_received_time=_time(entry.received_at),
+                   first_source=entry.first_origin)
+    return row
+
+
+def _card_history(entry: Folded, verdict: str, detail: str | None, ingest_id: str
+                  ) -> dict[str, Any]:
+    event = entry.event or {}
+    return history_row(card_key=entry.key, source="nostr", origin=",".join(sorted(entry.relays))
+                       or entry.first_origin, identity=_tag(event, "d"),
+                       pubkey=event.get("pubkey"), created_at=event.get("created_at"),
+                       verdict=verdict, detail=detail, card=event.get("content")
+                       if isinstance(event.get("content"), str) else None,
+                       received_at=entry.received_at, ingest_id=ingest_id)
+
+
+def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
+                  new: list[dict[str, Any]], events: dict[str, dict[str, Any]],
+                  ingest_id: str, now: dt.datetime) -> dict[str, list[dict[str, Any]]]:
+    """History rows to write (new ones, and older ones whose verdict moves), the
+    ``agent_cards`` rows of every identity the run touched, and the ``nostr_events`` rows of
+    cards that become superseded (added to ``events``)."""
+    history_path = storage.join(lake_dir, "agent_card_history")
+    held = {r["card_key"] for r in _lookup(spark, lake, history_path, "card_key",
+                                            [r["card_key"] for r in new])}
+    new = [r for r in new if r["card_key"] not in held]  # a document read again
+    identities = {r["identity"] for r in new if r["identity"]}
+    if not identities:
+        return {"history": new, "cards": []}
+    known = _lookup(spark, lake, history_path, "identity", identities)
+    fresh = {r["card_key"] for r in new}
+    rows = [r for r in known if r["card_key"] not in fresh] + new
+    cards, verdicts = resolve_cards(rows)
+    history = list(new)
+    moved: list[str] = []
+    for row in rows:
+        want = verdicts.get(row["card_key"])
+        if want is not None and want != row["verdict"]:
+            if row["card_key"] in fresh:
+                row["verdict"] = want
+            else:
+                history.append({**row, "verdict": want})
+            if row["source"] == "nostr":
+                moved.append(row["card_key"])
+    events_path = storage.join(lake_dir, "nostr_events")
+    stored = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
+                                                  [k for k in moved if k not in events])}
+    for key in moved:
+        current: dict[str, Any] | None = events.get(key) or stored.get(key)
+        if current is not None:
+            events[key] = {**current, "verdict": verdicts[key],
+                           "error_detail": "a newer valid card of the identity stands"
+                           if verdicts[key] == "superseded" else "agent card event verified"}
+    return {"history": history, "cards": cards}
+
+
+def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int | None,
+           timeout: float, overlap: int, result: IngestResult, checked: Any
+           ) -> list[dict[str, Any]]:
+    """Fetch from every relay (resuming), report each, verify the deliveries."""
+    from snap_spark.nostr.client import fetch_events
+
+    now = time.time()
+    points: int | dict[str, int] | None = since
+    if since is None:
+        points = {relay: max(0, at - overlap)
+                  for relay, at in resume_points(spark, lake_dir, relays, now).items()}
+    fetched = fetch_events(list(relays), since=points, timeout=timeout)
+    deliveries: list[dict[str, Any]] = []
+    for report in fetched:
+        start = points.get(report.url) if isinstance(points, dict) else points
+        result.relays.append({"relay": report.url, "events": len(report.events),
+                              "since": start, "error": report.error,
+                              "seconds": round(report.seconds, 2)})
+        log(f"relay {report.url}: {len(report.events)} events"
+            + (f" since {start}" if start is not None else "")
+            + (f"; {report.error}" if report.error else ""))
+        deliveries += [{"event_json": e.event_json, "relay": e.relay,
+                        "received_at": e.received_at} for e in report.events]
+    if not deliveries:
+        return []
+    frame = spark.createDataFrame(pa.Table.from_pylist(deliveries, schema=pa.schema([
+        pa.field("event_json", pa.string()), pa.field("relay", pa.string()),
+        pa.field("received_at", pa.float64())])))
+    checked_rows: list[dict[str, Any]] = (
+        frame.mapInArrow(check_deliveries, checked).toArrow().to_pylist())
+    return checked_rows
+
+
+def _job() -> Any:
+    from snap_spark.runner import Job, UsageError
+
+    class IngestNostr(Job):
+        """``jobs/ingest_nostr.py``: relays or archives -> the Nostr tables (and messages)."""
+
+        name = "ingest_nostr"
+        description = ("Ingest SNAP Nostr events (agent cards, kind 31337; stored messages, "
+                       "kind 4339) from relays or archive files into nostr_events, "
+                       "agent_card_history and agent_cards under --lake, with a verdict for "
+                       "every event; decrypted stored messages land in messages.")
+        epilog = ("Archive lines are raw events, relay frames [\"EVENT\", sub, {...}] or "
+                  "envelopes {\"received_at\", \"relay\", \"event\"}. Live runs resume "
+                  "where each relay's events in the lake end (minus --overlap).")
+        verifies_messages = True
+
+        def add_arguments(self, parser: Any) -> None:
+            source = parser.add_argument_group("sources (at least one)")
+            source.add_argument("--relay", action="append", default=[], metavar="URL",
+                                help="relay to fetch kinds 31337 and 4339 from (repeatable)")
+            source.add_argument("--input", "-i", action="append", default=[], metavar="PATH",
+                                help="archive file or folder of event lines (repeatable)")
+            source.add_argument("--well-known", action="append", default=[],
+                                metavar="FILE_OR_DIR",
+                                help="signed well-known card documents (repeatable)")
+            parser.add_argument("--since", type=int, default=None, metavar="UNIX",
+                                help="fetch events created from this time (overrides the "
+                                "resume points kept in the lake)")
+            parser.add_argument("--overlap", type=int, default=600, metavar="SECONDS",
+                                help="fetch this much before each relay's resume point "
+                                "(default 600: events published late are not missed)")
+            parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                                help="per relay (default 10)")
+            parser.add_argument("--keyring", default=None, metavar="FILE",
+                                help="64-hex private keys, one per line (mode 600): stored "
+                                "messages to these keys are decrypted")
+            parser.add_argument("--stored-clock", default="received", choices=STORED_CLOCKS,
+                                help="receipt time of a stored message's inner message: "
+                                "'received' (default: when the event reached us; a message "
+                                "fetched more than 60 s after it was sent is a 2004) or "
+                                "'event' (the event's created_at: offline retrieval)")
+
+        def check(self, context: Any) -> None:
+            args = context.args
+            if not (args.relay or args.input or args.well_known):
+                raise UsageError("give --relay URL, --input PATH or --well-known PATH")
+
+        def run(self, spark: Any, context: Any) -> IngestResult:
+            from snap_spark.nostr.stored import KeyringError
+
+            args = context.args
+            try:
+                keyring = Keyring.load(args.keyring) if args.keyring else None
+            except KeyringError as exc:
+                raise UsageError(str(exc)) from None
+            return ingest(spark, context.lake, inputs=args.input, relays=args.relay,
+                          since=args.since, keyring=keyring, well_known=args.well_known,
+                          settings=context.verify, stored_clock=args.stored_clock,
+                          timeout=args.timeout, overlap=args.overlap)
+
+        def summary(self, result: Any) -> str:
+            assert isinstance(result, IngestResult)
+            verdicts = "  ".join(f"{v}:{n}" for v, n in sorted(result.verdicts.items()))
+            lines = [f"copies read: {result.copies}   events written: {result.events} "
+                     f"({result.new_events} new)   agent_cards rows: {result.cards}   "
+                     f"stored messages in messages: {result.messages_landed}   "
+                     f"({result.seconds:.1f}s)",
+                     f"new events by verdict: {verdicts or '-'}"]
+            lines += [f"relay {r['relay']}: {r['events']} events"
+                      + (f", error: {r['error']}" if r["error"] else "")
+                      for r in result.relays]
+            return "\n".join(lines)
+
+    return IngestNostr()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``jobs/ingest_nostr.py``."""
+    from snap_spark.runner import main as run_job
+
+    return run_job(_job(), argv)
