@@ -166,6 +166,9 @@ class NostrSampleConfig:
         duplicate_share, forged_share, garbage_share: extra lines, as shares of
             ``cards + messages``: re-deliveries by a second relay, forged copies of genuine
             event ids, garbage lines.
+        stored_clock: the receipt time of a stored message's inner message the labels
+            assume (``jobs/ingest_nostr.py --stored-clock``): ``event`` (default: the
+            event's ``created_at``) or ``received`` (when the event reached the archive).
     """
 
     agents: int = 12
@@ -178,8 +181,11 @@ class NostrSampleConfig:
     duplicate_share: float = 0.04
     forged_share: float = 0.04
     garbage_share: float = 0.08
+    stored_clock: str = "event"
 
     def __post_init__(self) -> None:
+        if self.stored_clock not in ("event", "received"):
+            raise ValueError("stored_clock must be 'event' or 'received'")
         if self.agents < 4:
             raise ValueError("a Nostr sample needs at least 4 agents")
         for name in ("cards", "messages", "well_known"):
@@ -914,10 +920,26 @@ class _Generator:
             late = rng.randint(61, 7200)
             event = self.wrap(sender, recipient.pubkey,
                               self.encrypt(sender, recipient.pubkey, inner), ts)
-            self.add(ts + late, name, "inner_invalid",
-                     f"fetched from the relay {late}s after the inner timestamp (offline "
-                     "retrieval): the default strict rule checks drift against received_at, "
-                     "so 2004", event=event, genuine=True, inner_code=2004)
+            if self.config.stored_clock == "event" and self.variant(name, 2) == 1:
+                # wrapped late by its sender: created_at is the receipt time, so 2004
+                event = self.wrap(sender, recipient.pubkey,
+                                  self.encrypt(sender, recipient.pubkey, inner), ts + late)
+                self.add(ts + late + rng.randint(0, 20), name, "inner_invalid",
+                         f"wrapped for the relay {late}s after the inner timestamp: its "
+                         "created_at is the receipt time (--stored-clock event), so drift "
+                         "fails, 2004", event=event, genuine=True, inner_code=2004)
+            elif self.config.stored_clock == "event":
+                item = self.add(ts + late, name, "valid",
+                                f"fetched from the relay {late}s after the inner timestamp "
+                                "(offline retrieval): drift is checked against the event's "
+                                "created_at (--stored-clock event), which is the timestamp",
+                                event=event, genuine=True)
+                self.delivered.append((item, inner, sender, recipient))
+            else:
+                self.add(ts + late, name, "inner_invalid",
+                         f"fetched from the relay {late}s after the inner timestamp (offline "
+                         "retrieval): --stored-clock received checks drift against "
+                         "received_at, so 2004", event=event, genuine=True, inner_code=2004)
         elif name in ("inner_replay", "inner_replay_late"):
             self.inner_replay(ts, late=name == "inner_replay_late")
         elif name == "inner_forged_first":
@@ -1073,6 +1095,14 @@ class _Generator:
         _, inner, sender, recipient = self.delivered[-1]
         event = self.wrap(sender, recipient.pubkey, self.encrypt(sender, recipient.pubkey, inner),
                           first.event["created_at"] if first.event else ts)
+        if late and self.config.stored_clock == "event":
+            at = ts + self.rng.randint(61, 119)
+            self.add(at, "inner_replay_late", "inner_invalid",
+                     f"same inner message as line {{ref}} in a new event with the same "
+                     f"created_at, received {at - ts}s after its timestamp: its receipt time "
+                     "is created_at (--stored-clock event), so drift passes and it is a 2006",
+                     event=event, genuine=True, inner_code=2006, ref=first)
+            return
         if late:
             at = ts + self.rng.randint(61, 119)
             self.add(at, "inner_replay_late", "inner_invalid",

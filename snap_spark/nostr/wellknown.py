@@ -79,6 +79,5 @@ def read_well_known(paths: Sequence[str]) -> list[dict[str, Any]]:
             "verdict": verdict, "error_detail": detail,
             "card": json.dumps(card, ensure_ascii=False, separators=(",", ":"))
             if isinstance(card, dict) else None,
-            "first_received_at": None,
         })
     return rows

@@ -163,15 +163,16 @@ NOSTR_EVENTS = StructType([
 AGENT_CARD_HISTORY = StructType([
     _f("card_key", StringType(), False),  # event id, or "well-known:<sha256 of the document>"
     _f("source", StringType(), False),  # "nostr" | "well-known"
-    _f("origin", StringType()),  # relays, or the well-known file or URL
+    # well-known: the document's file or URL (a Nostr card's relays and receipt time are in
+    # its nostr_events row: event_key = card_key)
+    _f("origin", StringType()),
     _f("identity", StringType()),  # the identity it claims (d tag, or card identity)
     _f("pubkey", StringType()),
     _f("created_at", LongType()),  # event created_at, or the signed document's timestamp
     _f("created_time", TimestampType()),
     _f("verdict", StringType(), False),
     _f("error_detail", StringType()),
-    _f("card", StringType()),  # the card JSON, when it parses
-    _f("first_received_at", DoubleType()),
+    _f("card", StringType()),  # the card JSON (the event content, or the document's card)
     _f("ingest_id", StringType(), False),
 ])
 

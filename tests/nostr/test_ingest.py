@@ -1,0 +1,220 @@
+"""jobs/ingest_nostr.py end to end, on real Spark and real Delta tables (both backends), from
+archives of the labelled Nostr sample and from a real relay process.
+
+The expected verdicts are the sample's labels (what its generator built on purpose, never
+computed by the pipeline's rules); the standing card of each identity is worked out here from
+those labels alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.nostr.client import publish_events
+from snap_spark.nostr.ingest import ingest
+from snap_spark.nostr.stored import Keyring
+from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+from snap_spark.protocol.nostr import sign_event
+from snap_spark.protocol.validate import MissingReceiptTime
+from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from snap_spark.settings import VerifySettings
+from tests.lake.helpers import delta_rows, use_backend
+from tests.nostr.conftest import PRIV_A, PRIV_B, card_event
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TABLES = ("nostr_events", "agent_card_history", "agent_cards", "messages")
+PER_RUN = ("ingest_id", "ingest_time")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, str]]]:
+    stem = str(tmp_path_factory.mktemp("nostr") / "s")
+    made = write_nostr_sample(NostrSampleConfig(cards=24, messages=160, well_known=12,
+                                                seed=5), stem)
+    yield made, output_paths(stem)
+
+
+def table(lake: Path, name: str) -> list[dict[str, Any]]:
+    got = delta_rows(lake / name)
+    for row in got:
+        for column in PER_RUN:
+            row.pop(column, None)
+    return got
+
+
+def by_origin(lake: Path) -> dict[str, dict[str, Any]]:
+    return {origin: row for row in table(lake, "nostr_events") for origin in row["origins"]}
+
+
+def check_against_labels(lake: Path, made: Any, paths: dict[str, str]) -> None:
+    rows = by_origin(lake)
+    wrong = []
+    for label in made.labels:
+        row = rows[f"{paths['events']}:{label.line_no}"]
+        if label.expected == "duplicate_event":  # folded into the genuine event's row
+            ok = row["event_key"] == label.event_id and row["copies"] >= 2
+        else:
+            ok = (row["verdict"], row["error_code"]) == (label.expected, label.inner_code)
+        if not ok:
+            wrong.append((label.line_no, label.scenario, label.expected, row["verdict"]))
+    assert wrong == []
+    history = {r["origin"]: r for r in table(lake, "agent_card_history")
+               if r["source"] == "well-known"}
+    folder = paths["well_known"]
+    labels = [json.loads(line) for line in Path(paths["well_known_labels"]).read_text()
+              .splitlines()]
+    assert sorted((history[f"{folder}/{w['file']}"]["verdict"], w["expected"])
+                  for w in labels) == sorted((w["expected"], w["expected"]) for w in labels)
+
+
+def standing_cards(made: Any, paths: dict[str, str]) -> dict[str, str]:
+    """identity -> card key that must stand, from the labels: the Nostr card labelled valid,
+    unless a valid well-known document of the identity is newer (or as new, with a lower
+    key)."""
+    events = {}
+    for raw, label in zip(made.lines, made.labels, strict=True):
+        if label.kind == 31337 and label.expected == "valid":
+            found = json.loads(raw)
+            event = found.get("event", found) if isinstance(found, dict) else found[2]
+            identity = next(t[1] for t in event["tags"] if t[0] == "d")
+            events[identity] = (-event["created_at"], event["id"])
+    for document in made.well_known:
+        if document.expected == "valid":
+            doc = json.loads(document.data)
+            key = "well-known:" + hashlib.sha256(document.data).hexdigest()
+            mine = (-doc["timestamp"], key)
+            identity = doc["card"]["identity"]
+            if identity not in events or mine < events[identity]:
+                events[identity] = mine
+    return {identity: key for identity, (_, key) in events.items()}
+
+
+@pytest.mark.parametrize("backend", ["delta-rs", "delta-spark"])
+def test_archive_verdicts_equal_the_labels_and_a_rerun_changes_nothing(
+        spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]], backend: str,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    made, paths = sample
+    lake = tmp_path / "lake"
+    keyring = Keyring.load(paths["keyring"])
+    with use_backend(spark, backend):
+        first = ingest(spark, str(lake), inputs=[paths["events"]], keyring=keyring,
+                       well_known=[paths["well_known"]])
+        check_against_labels(lake, made, paths)
+        assert first.copies == len(made.lines)
+        cards = {r["identity"]: r["card_key"] for r in table(lake, "agent_cards")}
+        assert cards == standing_cards(made, paths)
+        stored = [lab for lab in made.labels
+                  if lab.kind == 4339 and lab.expected in ("valid", "inner_invalid")]
+        assert first.messages_landed == len(stored)
+        messages = table(lake, "messages")
+        assert len(messages) == len(stored)
+        assert sorted(m["error_code"] or 0 for m in messages) == sorted(
+            lab.inner_code or 0 for lab in stored)
+        before = {name: table(lake, name) for name in TABLES}
+        again = ingest(spark, str(lake), inputs=[paths["events"]], keyring=keyring,
+                       well_known=[paths["well_known"]])
+    assert again.new_events == 0 and again.events == 0 and again.messages_landed == 0
+    assert {name: table(lake, name) for name in TABLES} == before
+    # the keyring never leaves its file
+    secrets = [key.hex() for key in made.keyring]
+    dumped = json.dumps({name: before[name] for name in TABLES}, default=str)
+    output = capfd.readouterr()
+    assert not any(s in dumped or s in output.out or s in output.err for s in secrets)
+
+
+def test_archive_cut_in_two_runs_in_reverse_order_equals_one_run(
+        spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]]) -> None:
+    _made, paths = sample
+    keyring = Keyring.load(paths["keyring"])
+    lines = Path(paths["events"]).read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(b"".join(lines[:half]))
+    second.write_bytes(b"".join(lines[half:]))
+    whole = tmp_path / "whole"
+    ingest(spark, str(whole), inputs=[str(first), str(second)], keyring=keyring)
+    cut = tmp_path / "cut"
+    ingest(spark, str(cut), inputs=[str(second)], keyring=keyring)
+    ingest(spark, str(cut), inputs=[str(first)], keyring=keyring)
+
+    def verdicts(lake: Path) -> list[tuple[Any, ...]]:
+        return sorted((r["event_key"], r["verdict"], r["error_code"], r["copies"],
+                       r["first_received_at"]) for r in table(lake, "nostr_events"))
+
+    assert verdicts(cut) == verdicts(whole)
+    for name in ("agent_cards", "agent_card_history"):
+        assert sorted(json.dumps(r, sort_keys=True, default=str) for r in table(cut, name)) \
+            == sorted(json.dumps(r, sort_keys=True, default=str) for r in table(whole, name))
+    assert sorted((m["msg_id"], m["verdict"], m["error_code"])
+                  for m in table(cut, "messages")) == sorted(
+        (m["msg_id"], m["verdict"], m["error_code"]) for m in table(whole, "messages"))
+
+
+def test_bare_stored_messages_need_a_receipt_clock(spark: Any, tmp_path: Path,
+                                                   sample: tuple[Any, dict[str, str]]) -> None:
+    made, paths = sample
+    bound = next(raw for raw, lab in zip(made.lines, made.labels, strict=True)
+                 if lab.kind == 4339 and lab.expected == "valid")
+    event = json.loads(bound)["event"]
+    archive = tmp_path / "bare.jsonl"
+    archive.write_text(json.dumps(event) + "\n")
+    keyring = Keyring.load(paths["keyring"])
+    with pytest.raises(MissingReceiptTime, match="--bare-clock"):
+        ingest(spark, str(tmp_path / "lake"), inputs=[str(archive)], keyring=keyring)
+    assert not (tmp_path / "lake" / "nostr_events").exists()
+    ingest(spark, str(tmp_path / "lake"), inputs=[str(archive)], keyring=keyring,
+           settings=VerifySettings(bare_clock="message"))
+    (row,) = table(tmp_path / "lake", "nostr_events")
+    assert row["verdict"] == "valid" and row["first_received_at"] is None
+
+
+def test_live_from_a_relay_with_another_one_down(spark: Any, tmp_path: Path, relay: Any,
+                                                  down_relay_url: str) -> None:
+    now = int(time.time())
+    old, new = card_event(PRIV_A, created_at=now - 50, name="Old"), card_event(
+        PRIV_A, created_at=now - 10, name="New")
+    other = card_event(PRIV_B, created_at=now - 20)
+    # an impersonation: B signs a card whose d tag is A's identity
+    identity_a = p2tr_address(internal_pubkey(PRIV_A))
+    impostor = sign_event({"created_at": now - 5, "kind": 31337,
+                           "tags": [["d", identity_a]], "content": old["content"]},
+                          PRIV_B, aux=bytes(32))
+    outcomes = publish_events(relay.url, [json.dumps(e) for e in (old, new, other, impostor)])
+    assert [o.accepted for o in outcomes] == [True, True, True, True]
+    lake = tmp_path / "lake"
+    result = ingest(spark, str(lake), relays=[relay.url, down_relay_url], timeout=5.0)
+    reports = {r["relay"]: r for r in result.relays}
+    assert reports[relay.url]["error"] is None and reports[relay.url]["events"] == 3
+    assert reports[down_relay_url]["error"] and reports[down_relay_url]["events"] == 0
+    events = {r["event_key"]: r for r in table(lake, "nostr_events")}
+    # the relay itself keeps only the newest card of A: the old one never reaches us
+    assert {k: v["verdict"] for k, v in events.items()} == {
+        new["id"]: "valid", other["id"]: "valid", impostor["id"]: "identity_mismatch"}
+    assert all(v["relays"] == [relay.url] for v in events.values())
+    cards = {r["identity"]: r for r in table(lake, "agent_cards")}
+    assert cards[identity_a]["card_key"] == new["id"]
+    assert cards[identity_a]["name"] == "New" and cards[identity_a]["rejected_cards"] == 1
+    # the archive of the same events (with the old card, which the relay dropped) gives the
+    # same standing cards, and a second live run resumes and adds nothing
+    archive = tmp_path / "archive.jsonl"
+    archive.write_text("".join(json.dumps({"received_at": now, "relay": relay.url,
+                                           "event": e}) + "\n"
+                               for e in (old, new, other, impostor)))
+    offline = tmp_path / "offline"
+    ingest(spark, str(offline), inputs=[str(archive)])
+    assert {r["identity"]: r["card_key"] for r in table(offline, "agent_cards")} == {
+        i: r["card_key"] for i, r in cards.items()}
+    assert {r["event_key"]: r["verdict"] for r in table(offline, "nostr_events")} == {
+        **{k: v["verdict"] for k, v in events.items()}, old["id"]: "superseded"}
+    before = table(lake, "nostr_events")
+    again = ingest(spark, str(lake), relays=[relay.url], timeout=5.0)
+    assert again.relays[0]["since"] is not None and again.new_events == 0
+    assert table(lake, "nostr_events") == before
