@@ -1090,25 +1090,36 @@ class _Generator:
         self.inner_invalid("inner_constraint", sender, recipient, inner, ts, 1004, what)
 
     def inner_replay(self, ts: int, *, late: bool) -> None:
-        """A valid delivery, then the same inner message in a second event."""
+        """A valid delivery, then the same inner message in a second event.
+
+        With ``stored_clock="event"`` the second event is wrapped later than the first (its
+        ``created_at`` is its receipt time): two events of one second would be a tie that
+        no receipt order can settle, which the labels avoid."""
         first = self.deliver(ts, "inner_replay_late" if late else "inner_replay")
         _, inner, sender, recipient = self.delivered[-1]
+        created = first.event["created_at"] if first.event else ts
+        by_event = self.config.stored_clock == "event"
+        if by_event:
+            created = ts + self.rng.randint(61, 119) if late else created + self.rng.randint(1, 30)
         event = self.wrap(sender, recipient.pubkey, self.encrypt(sender, recipient.pubkey, inner),
-                          first.event["created_at"] if first.event else ts)
-        if late and self.config.stored_clock == "event":
-            at = ts + self.rng.randint(61, 119)
-            self.add(at, "inner_replay_late", "inner_invalid",
-                     f"same inner message as line {{ref}} in a new event with the same "
-                     f"created_at, received {at - ts}s after its timestamp: its receipt time "
-                     "is created_at (--stored-clock event), so drift passes and it is a 2006",
-                     event=event, genuine=True, inner_code=2006, ref=first)
-            return
+                          created)
         if late:
-            at = ts + self.rng.randint(61, 119)
+            at = created + self.rng.randint(0, 20) if by_event else ts + self.rng.randint(61, 119)
+            clock = created if by_event else at
             self.add(at, "inner_replay_late", "inner_invalid",
-                     f"same inner message as line {{ref}} in a new event received {at - ts}s "
-                     "after its timestamp: drift fails before the replay check, 2004",
+                     f"same inner message as line {{ref}} in a new event whose receipt time "
+                     f"({'created_at' if by_event else 'received_at'}) is {clock - ts}s after "
+                     "its timestamp: drift fails before the replay check, 2004",
                      event=event, genuine=True, inner_code=2004, ref=first)
+            return
+        if by_event:
+            at = max(first.at + 1, created)
+            self.add(at, "inner_replay", "inner_invalid",
+                     f"same inner message (from, id) as line {{ref}}, wrapped again "
+                     f"{created - (first.event or {}).get('created_at', ts)}s later (its "
+                     f"created_at is its receipt time); drift {created - ts}s passes, so 2006 "
+                     "(the first copy was accepted)", event=event, genuine=True,
+                     inner_code=2006, ref=first)
             return
         low, high = first.at + 1, min(first.at + 120, ts + 60)
         at = self.rng.randint(low, max(low, high))
@@ -1127,13 +1138,16 @@ class _Generator:
         received = created + self.rng.randint(0, 10)
         forged_event = self.wrap(sender, recipient.pubkey,
                                  self.encrypt(sender, recipient.pubkey, forged), created)
+        # with stored_clock="event", created_at orders the two (a tie would settle nothing)
+        later = self.rng.randint(1, 20) if self.config.stored_clock == "event" else 0
         genuine_event = self.wrap(sender, recipient.pubkey,
-                                  self.encrypt(sender, recipient.pubkey, inner), created)
+                                  self.encrypt(sender, recipient.pubkey, inner), created + later)
         copy = self.add(received, "inner_forged_first", "inner_invalid",
                         "inner payload forged (same from and id as a genuine message received "
                         "later): 2001, and it never enters the replay store",
                         event=forged_event, genuine=True, inner_code=2001)
-        genuine = self.add(received + self.rng.randint(1, 20), "inner_forged_first", "valid",
+        genuine = self.add(received + later + self.rng.randint(1, 20), "inner_forged_first",
+                           "valid",
                            "genuine message whose forged copy (line {ref}) came first",
                            event=genuine_event, genuine=True, ref=copy)
         self.delivered.append((genuine, inner, sender, recipient))
