@@ -607,11 +607,14 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     cards_new: list[dict[str, Any]] = []
     for key, entry in folded.items():
         old = existing.get(key)
-        if old is not None:
+        if old is not None and not _expired_too_soon(old, entry):
             grown = _grown(old, entry)
             if grown is not None:
                 out[key] = grown
             continue
+        if old is not None:  # decided again from its earlier copy, with every copy
+            entry.relays |= set(old["relays"] or [])
+            entry.origins |= set(old["origins"] or [])
         if entry.verdict is not None:  # not a verified event: kept as it came
             out[key] = event_row(entry, entry.verdict, entry.detail, ingest_id=ingest_id,
                                  ingest_time=now)
@@ -661,6 +664,17 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     result.cards = len(cards["cards"])
     result.seconds = time.monotonic() - started
     return result
+
+
+def _expired_too_soon(old: Mapping[str, Any], entry: Folded) -> bool:
+    """Whether a stored message the lake has as ``expired`` arrives now with an earlier
+    copy, received before its expiration: its verdict depends on its first receipt, so it
+    is decided again (the only verdict of an event that a later copy can change)."""
+    if old["verdict"] != "expired" or entry.received_at is None:
+        return False
+    first, expiration = old["first_received_at"], old["expiration"]
+    return (first is None or entry.received_at < first) and expiration is not None \
+        and not expiration < entry.received_at
 
 
 def _grown(old: Mapping[str, Any], entry: Folded) -> dict[str, Any] | None:

@@ -268,3 +268,37 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
     assert {v for v, _ in got.values()} >= {
         "valid", "inner_invalid", "encrypted", "decrypt_failed", "from_mismatch",
         "recipient_mismatch", "identity_mismatch"}
+
+
+def test_an_earlier_copy_of_an_expired_stored_message_decides_it_again(
+        spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]]) -> None:
+    made, paths = sample
+    raw = next(raw for raw, lab in zip(made.lines, made.labels, strict=True)
+               if lab.scenario == "expired")
+    event = event_from_line(raw).event
+    assert event is not None
+    expiration = int(next(t[1] for t in event["tags"] if t[0] == "expiration"))
+    late, early = tmp_path / "late.jsonl", tmp_path / "early.jsonl"
+    late.write_text(json.dumps({"received_at": expiration + 100, "relay": "wss://late",
+                                "event": event}) + "\n")
+    early.write_text(json.dumps({"received_at": event["created_at"] + 5,
+                                 "relay": "wss://early", "event": event}) + "\n")
+    keyring = Keyring.load(paths["keyring"])
+    lake = tmp_path / "lake"
+    ingest(spark, str(lake), inputs=[str(late)], keyring=keyring)
+    (row,) = table(lake, "nostr_events")
+    assert row["verdict"] == "expired"
+    assert not (lake / "messages").exists()  # an expired event's message is not landed
+    ingest(spark, str(lake), inputs=[str(early)], keyring=keyring)
+    (row,) = table(lake, "nostr_events")
+    assert (row["verdict"], row["relays"], row["copies"]) == (
+        "valid", ["wss://early", "wss://late"], 2)
+    assert row["first_received_at"] == event["created_at"] + 5
+    (message,) = table(lake, "messages")
+    assert message["verdict"] == "valid"
+    # the other order gives the same row
+    other = tmp_path / "other"
+    ingest(spark, str(other), inputs=[str(early), str(late)], keyring=keyring)
+    (again,) = table(other, "nostr_events")
+    assert {k: again[k] for k in ("verdict", "relays", "copies", "first_received_at")} == {
+        k: row[k] for k in ("verdict", "relays", "copies", "first_received_at")}
