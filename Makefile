@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker test run stream print-stream-jars tasks check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker test run run-nostr stream print-stream-jars tasks check-sample lint bench check-java clean
 
 setup: $(STAMP) delta-jars kafka-jars
 
@@ -107,6 +107,30 @@ tasks: setup
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/rebuild_tasks.py --lake $(LAKE)
+
+# Nostr: generated agent cards and stored messages published to a local relay, ingested
+# live (with a second relay that is down, to show the per-relay report), then the archive of
+# the same events (which also holds what the relay refused: forged, expired, superseded).
+NOSTR_STEM ?= data/nostr/sample
+NOSTR_PORT ?= 7447
+NOSTR_SUBMIT = $(VENV)/bin/spark-submit --master '$(MASTER)' \
+	--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+	--conf spark.ui.showConsoleProgress=false --conf spark.snap.lake.backend=$(LAKE_BACKEND) \
+	$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') jobs/ingest_nostr.py --lake $(LAKE) \
+	--keyring $(NOSTR_STEM).keyring --well-known $(NOSTR_STEM).well-known
+
+run-nostr: setup
+	@mkdir -p $(dir $(NOSTR_STEM))
+	@test -e $(NOSTR_STEM).events.jsonl || $(VENV)/bin/snap-spark sample --nostr $(NOSTR_STEM)
+	@set -e; $(VENV)/bin/snap-spark relay --port $(NOSTR_PORT) > $(dir $(NOSTR_STEM))relay.log 2>&1 & \
+	relay=$$!; trap 'kill $$relay 2>/dev/null; wait $$relay 2>/dev/null || true' EXIT; \
+	for i in $$(seq 100); do grep -q listening $(dir $(NOSTR_STEM))relay.log && break; sleep 0.1; done; \
+	echo "run-nostr: relay ws://127.0.0.1:$(NOSTR_PORT) (pid $$relay); publishing"; \
+	$(VENV)/bin/snap-spark publish --relay ws://127.0.0.1:$(NOSTR_PORT) $(NOSTR_STEM).events.jsonl | tail -n 3; \
+	echo "run-nostr: live ingestion"; \
+	$(NOSTR_SUBMIT) --relay ws://127.0.0.1:$(NOSTR_PORT) --relay ws://127.0.0.1:$$(( $(NOSTR_PORT) + 1 )) --timeout 5; \
+	echo "run-nostr: the archive of the same events"; \
+	$(NOSTR_SUBMIT) --input $(NOSTR_STEM).events.jsonl
 
 # The same sample through the pure-Python checker (no Spark).
 check-sample: setup $(SAMPLE)

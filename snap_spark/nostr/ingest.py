@@ -513,10 +513,13 @@ def _restated(spark: SparkSession, lake: Any, lake_dir: str,
             .select("source", "error_code", "error_detail").toArrow().to_pylist())
     states = {r["source"][len("nostr:"):]: r for r in rows
               if (r["source"] or "").startswith("nostr:")}
-    earlier = [k for k in states if k not in out]
+    mine = {entry.key for entry, _at, _inner in bound}
+    # rows of earlier runs: as this run rewrites them (grown by new copies), else as stored
+    earlier = [out[k] for k in states if k in out and k not in mine]
+    earlier += _lookup(spark, lake, storage.join(lake_dir, "nostr_events"), "event_key",
+                       [k for k in states if k not in out])
     changed: dict[str, dict[str, Any]] = {}
-    for row in _lookup(spark, lake, storage.join(lake_dir, "nostr_events"), "event_key",
-                       earlier):
+    for row in earlier:
         state = states[row["event_key"]]
         code = state["error_code"]
         verdict = "valid" if code is None else "inner_invalid"

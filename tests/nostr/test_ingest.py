@@ -268,6 +268,11 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
     assert {v for v, _ in got.values()} >= {
         "valid", "inner_invalid", "encrypted", "decrypt_failed", "from_mismatch",
         "recipient_mismatch", "identity_mismatch"}
+    # then the archive of every event (what the relay refused or dropped included): the
+    # lake ends as the archive alone would leave it, replays decided across both runs
+    ingest(spark, str(lake), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),
+           well_known=[paths["well_known"]])
+    check_against_labels(lake, made, paths)
 
 
 def test_an_earlier_copy_of_an_expired_stored_message_decides_it_again(
@@ -302,3 +307,27 @@ def test_an_earlier_copy_of_an_expired_stored_message_decides_it_again(
     (again,) = table(other, "nostr_events")
     assert {k: again[k] for k in ("verdict", "relays", "copies", "first_received_at")} == {
         k: row[k] for k in ("verdict", "relays", "copies", "first_received_at")}
+
+
+def test_a_stored_replay_seen_again_follows_its_message(
+        spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]]) -> None:
+    """The replay copy of a stored message landed alone is valid; once the original arrives
+    (with the replay copy again, as a relay would serve both), the copy's event follows its
+    message to 2006."""
+    made, paths = sample
+    lines = Path(paths["events"]).read_bytes().splitlines(keepends=True)
+    replay = next(lab for lab in made.labels
+                  if lab.scenario == "inner_replay" and lab.inner_code == 2006)
+    original = int(re.findall(r"line (\d+)", replay.why)[0])
+    first, both = tmp_path / "replay.jsonl", tmp_path / "both.jsonl"
+    first.write_bytes(lines[replay.line_no - 1])
+    both.write_bytes(lines[original - 1] + lines[replay.line_no - 1])
+    keyring = Keyring.load(paths["keyring"])
+    lake = tmp_path / "lake"
+    ingest(spark, str(lake), inputs=[str(first)], keyring=keyring)
+    assert [r["verdict"] for r in table(lake, "nostr_events")] == ["valid"]
+    ingest(spark, str(lake), inputs=[str(both)], keyring=keyring)
+    got = {r["event_key"]: (r["verdict"], r["error_code"], r["copies"])
+           for r in table(lake, "nostr_events")}
+    assert got[replay.event_id] == ("inner_invalid", 2006, 2)
+    assert sorted(m["error_code"] or 0 for m in table(lake, "messages")) == [0, 2006]
