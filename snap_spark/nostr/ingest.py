@@ -568,7 +568,8 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
 
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.nostr.wellknown import read_well_known
-    from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
+    from snap_spark.pipeline.job import listed_inputs
+    from snap_spark.pipeline.read import over_ranges, plan_ranges
     from snap_spark.pipeline.runs import run_marker
     from snap_spark.runner import UsageError
     from snap_spark.settings import VerifySettings as Settings
@@ -589,12 +590,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     checked = from_arrow_schema(CHECKED)
     rows: list[dict[str, Any]] = []
     if inputs:
-        try:
-            files = list_input_files(inputs)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if not files:
-            raise UsageError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+        files = listed_inputs(inputs)
         ranges = plan_ranges(spark, files)
         rows += over_ranges(spark, ranges, check_range, checked).toArrow().to_pylist()
         log(f"read {len(rows)} lines from {len(files)} archive file(s)")

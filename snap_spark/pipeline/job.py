@@ -203,7 +203,7 @@ def run(
         land_part,
         landed_struct,
     )
-    from snap_spark.pipeline.read import list_input_files, over_ranges, plan_ranges
+    from snap_spark.pipeline.read import over_ranges, plan_ranges
     from snap_spark.pipeline.runs import (
         RUNS_FOLDER,
         clean_leftovers,
@@ -236,12 +236,7 @@ def run(
     ledger_path = storage.join(lake_dir, "ingested_files")
     check_table_location(ledger_path, INGESTED_FILES)
 
-    try:
-        files = list_input_files(inputs)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if not files:
-        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+    files = listed_inputs(inputs)
     result.files_seen = len(files)
     # Files are known by their bytes: what this lake already holds is skipped, what grew
     # lands from where it stopped (pipeline/ingest.py).
@@ -421,6 +416,25 @@ def reverify(
     result.files_processed = len(wanted)
     result.seconds = time.monotonic() - started
     return result
+
+
+def listed_inputs(inputs: Sequence[str]) -> list[str]:
+    """The input files under ``inputs`` (files, or folders read recursively for
+    ``.jsonl/.ndjson/.json`` and their ``.gz``), as every job lists them.
+
+    Raises:
+        UsageError: an input cannot be listed (the reason).
+        FileNotFoundError: no input file at all.
+    """
+    from snap_spark.pipeline.read import list_input_files
+
+    try:
+        files = list_input_files(inputs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not files:
+        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+    return files
 
 
 def _decided(settings: VerifySettings | None, spark: Any) -> VerifySettings:

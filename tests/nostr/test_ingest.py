@@ -331,3 +331,33 @@ def test_a_stored_replay_seen_again_follows_its_message(
            for r in table(lake, "nostr_events")}
     assert got[replay.event_id] == ("inner_invalid", 2006, 2)
     assert sorted(m["error_code"] or 0 for m in table(lake, "messages")) == [0, 2006]
+
+
+def test_garbage_and_huge_lines_become_rows_with_a_reason(spark: Any, tmp_path: Path) -> None:
+    now = int(time.time())
+    card = card_event(PRIV_A, created_at=now)
+    huge_card = sign_event({"created_at": now, "kind": 31337, "tags": [["d", "x"]],
+                            "content": "y" * 3_000_000}, PRIV_B, aux=bytes(32))
+    lines = [
+        b"\xff\xfe not utf-8",
+        b'{"id": "ab", "kind": "31337"}',
+        b"[" * 100_000,
+        json.dumps({**card, "content": "z" * 5_000_000}).encode(),  # id no longer matches
+        json.dumps(huge_card).encode(),
+        json.dumps(sign_event({"created_at": now, "kind": 1, "tags": [], "content": "hi"},
+                              PRIV_A, aux=bytes(32))).encode(),
+        b"",
+        json.dumps(card).encode(),
+    ]
+    archive = tmp_path / "garbage.jsonl"
+    archive.write_bytes(b"\n".join(lines) + b"\n")
+    lake = tmp_path / "lake"
+    result = ingest(spark, str(lake), inputs=[str(archive)])
+    assert result.copies == len(lines)
+    rows = {origin.rsplit(":", 1)[1]: r for r in table(lake, "nostr_events")
+            for origin in r["origins"]}
+    assert {n: rows[n]["verdict"] for n in sorted(rows, key=int)} == {
+        "1": "malformed", "2": "malformed", "3": "malformed", "4": "bad_event_id",
+        "5": "identity_mismatch", "6": "malformed", "7": "malformed", "8": "valid"}
+    assert all(r["error_detail"] for r in rows.values())
+    assert "not a SNAP kind" in rows["6"]["error_detail"]
