@@ -343,8 +343,8 @@ def resolve_cards(history: Sequence[Mapping[str, Any]]
         ...          "created_at": t, "verdict": "valid", "card": '{"name": "A"}'}
         ...         for k, t in (("b", 5), ("a", 5), ("c", 4))]
         >>> cards, verdicts = resolve_cards(rows)
-        >>> cards[0]["card_key"], verdicts
-        ('a', {'a': 'valid', 'b': 'superseded', 'c': 'superseded'})
+        >>> cards[0]["card_key"], sorted(verdicts.items())
+        ('a', [('a', 'valid'), ('b', 'superseded'), ('c', 'superseded')])
     """
     def order(row: Mapping[str, Any]) -> tuple[int, str]:
         return card_sort_key({"created_at": row["created_at"], "id": row["card_key"]})
