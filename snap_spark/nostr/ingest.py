@@ -446,11 +446,18 @@ def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded
     """Land bound stored messages (``(event, receipt time, inner text)``) through the batch
     job, unless ``messages`` holds them already; the ``messages`` row of each by event id."""
     from snap_spark.lake import get_lake
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.job import reverify, run
 
     lake = get_lake(spark)
     sources = {f"nostr:{entry.key}": entry.key for entry, _, _ in bound}
-    held = set(_landed_messages(spark, lake, lake_dir, sources))
+    # lines raw_messages holds already; those without messages rows (a run stopped between
+    # the batch job's commits) are completed from raw_messages, never landed twice
+    raw = {r["source"]: r["file_key"] for r in _lookup(
+        spark, lake, storage.join(lake_dir, "raw_messages"), "source", sources)}
+    held = set(raw)
+    orphans = {raw[s] for s in held - set(_landed_messages(spark, lake, lake_dir, sources))}
+    if orphans:
+        reverify(spark, lake_dir, settings, keys=orphans)
     # receipt order; equal receipt times (same created_at) by first arrival, then id
     todo = [(at, key, inner) for at, _first, key, inner in sorted(
         (at, entry.received_at or 0.0, entry.key, inner) for entry, at, inner in bound
@@ -476,12 +483,15 @@ def _landed_messages(spark: SparkSession, lake: Any, lake_dir: str, sources: Ite
     """The ``messages`` row (verdict, code, detail) of each envelope ``source`` the lake
     holds (found through ``raw_messages``, which keeps the envelope's source)."""
     raw = _lookup(spark, lake, storage.join(lake_dir, "raw_messages"), "source", sources)
-    if not raw:
+    msg_path = storage.join(lake_dir, "messages")
+    if not raw or not lake.exists(msg_path):
+        # (raw_messages without messages: a run stopped between the batch job's commits;
+        # landing the same lines again completes it)
         return {}
     lines = spark.createDataFrame(pa.Table.from_pylist(
         [{"source": r["source"], "file_key": r["file_key"], "line_no": r["line_no"]}
          for r in raw]))
-    rows = (lake.read(spark, storage.join(lake_dir, "messages"))
+    rows = (lake.read(spark, msg_path)
             .join(lines, ["file_key", "line_no"])
             .select("source", "verdict", "error_code", "error_detail").toArrow().to_pylist())
     return {r["source"]: r for r in rows}
@@ -630,6 +640,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
             cards_new.append(_card_history(entry, verdict, detail, ingest_id))
     if bound:
         delivered = land_stored(spark, lake_dir, bound, settings)
+        _hold_after("stored-messages")
         for entry, _at, _inner in bound:
             message = delivered.get(entry.key)
             if message is None:  # pragma: no cover - the batch job lands every line
@@ -649,11 +660,15 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     info = {"job": "ingest_nostr", "ingest_id": ingest_id}
     with run_marker(lake_dir, ingest_id):
         try:
-            _replace(spark, lake, lake_dir, "nostr_events", list(out.values()), "event_key",
-                     staging=staging, ingest_id=ingest_id, info=info)
+            # nostr_events last: an event it holds is one the run finished (a run stopped
+            # before decides its events again; the card tables skip what they hold)
             _replace(spark, lake, lake_dir, "agent_card_history", cards["history"],
                      "card_key", staging=staging, ingest_id=ingest_id, info=info)
+            _hold_after("agent_card_history")
             _replace(spark, lake, lake_dir, "agent_cards", cards["cards"], "identity",
+                     staging=staging, ingest_id=ingest_id, info=info)
+            _hold_after("agent_cards")
+            _replace(spark, lake, lake_dir, "nostr_events", list(out.values()), "event_key",
                      staging=staging, ingest_id=ingest_id, info=info)
         finally:
             storage.delete_tree(staging)
@@ -674,6 +689,20 @@ def _expired_too_soon(old: Mapping[str, Any], entry: Folded) -> bool:
     first, expiration = old["first_received_at"], old["expiration"]
     return (first is None or entry.received_at < first) and expiration is not None \
         and not expiration < entry.received_at
+
+
+#: Fault injection for the kill tests: after committing the table this names (or
+#: ``stored-messages``, after landing them), the run says so on stderr and waits, so a
+#: test can kill it between two commits. Unset in production.
+HOLD_AFTER_ENV: Final = "SNAP_SPARK_NOSTR_HOLD_AFTER"
+
+
+def _hold_after(step: str) -> None:
+    import os
+
+    if os.environ.get(HOLD_AFTER_ENV) == step:
+        log(f"holding after {step} ({HOLD_AFTER_ENV})")
+        time.sleep(600)
 
 
 def _grown(old: Mapping[str, Any], entry: Folded) -> dict[str, Any] | None:
@@ -705,13 +734,16 @@ def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
                   new: list[dict[str, Any]], events: dict[str, dict[str, Any]],
                   ingest_id: str, now: dt.datetime) -> dict[str, list[dict[str, Any]]]:
     """History rows to write (new ones, and older ones whose verdict moves), the
-    ``agent_cards`` rows of every identity the run touched, and the ``nostr_events`` rows of
-    cards that become superseded (added to ``events``)."""
+    ``agent_cards`` rows of the identities the run's cards claim that differ from the
+    table's, and the ``nostr_events`` rows of cards whose verdict the resolution sets
+    (updated in ``events``). Rows the history already holds (a document read again, or a
+    run stopped between its commits) are not written again, but their identities are
+    resolved: a re-run completes what a stopped run left."""
     history_path = storage.join(lake_dir, "agent_card_history")
     held = {r["card_key"] for r in _lookup(spark, lake, history_path, "card_key",
                                             [r["card_key"] for r in new])}
-    new = [r for r in new if r["card_key"] not in held]  # a document read again
     identities = {r["identity"] for r in new if r["identity"]}
+    new = [r for r in new if r["card_key"] not in held]
     if not identities:
         return {"history": new, "cards": []}
     known = _lookup(spark, lake, history_path, "identity", identities)
@@ -719,7 +751,7 @@ def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
     rows = [r for r in known if r["card_key"] not in fresh] + new
     cards, verdicts = resolve_cards(rows)
     history = list(new)
-    moved: list[str] = []
+    moved: set[str] = set()
     for row in rows:
         want = verdicts.get(row["card_key"])
         if want is not None and want != row["verdict"]:
@@ -727,18 +759,31 @@ def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
                 row["verdict"] = want
             else:
                 history.append({**row, "verdict": want})
-            if row["source"] == "nostr":
-                moved.append(row["card_key"])
+                moved.add(row["card_key"])
     events_path = storage.join(lake_dir, "nostr_events")
     stored = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
                                                   [k for k in moved if k not in events])}
-    for key in moved:
+    for row in rows:
+        key = row["card_key"]
+        if row["source"] != "nostr" or key not in verdicts:
+            continue
         current: dict[str, Any] | None = events.get(key) or stored.get(key)
-        if current is not None:
+        if current is not None and current["verdict"] != verdicts[key]:
             events[key] = {**current, "verdict": verdicts[key],
                            "error_detail": "a newer valid card of the identity stands"
                            if verdicts[key] == "superseded" else "agent card event verified"}
-    return {"history": history, "cards": cards}
+    standing = {r["identity"]: r for r in _lookup(spark, lake, storage.join(
+        lake_dir, "agent_cards"), "identity", identities)}
+    changed = [c for c in cards if _plain(c) != _plain(standing.get(c["identity"]))]
+    return {"history": history, "cards": changed}
+
+
+def _plain(row: Mapping[str, Any] | None) -> str:
+    """A row as comparable text (table rows read back and rows built here alike)."""
+    if row is None:
+        return ""
+    return json.dumps({k: (v.timestamp() if isinstance(v, dt.datetime) else v)
+                       for k, v in row.items()}, sort_keys=True, default=str)
 
 
 def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int | None,

@@ -3,20 +3,16 @@ every table folder holding exactly the files its Delta log names, and every line
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
 
 from snap_spark.cli import main as cli_main
 from snap_spark.pipeline.job import run
 from snap_spark.sample import SampleConfig, write_sample
+from tests.jobs import kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -33,44 +29,9 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def parquet_files(table: Path) -> set[str]:
-    return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
-
-
-def logged_files(table: Path) -> set[str]:
-    if not (table / "_delta_log").is_dir():
-        return set()
-    return {str(Path(uri).relative_to(table)) for uri in DeltaTable(str(table)).file_uris()}
-
-
-def start_job(archive: Path, lake: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "jobs" / "verify_messages.py"), "--master", "local[2]",
-         "--input", str(archive), "--lake", str(lake), "--batch-rows", "2000",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", "spark.snap.lake.backend=delta-rs"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-
-
-def kill_when(proc: subprocess.Popen[bytes], text: str, delay: float) -> str:
-    """SIGKILL the job's whole process group ``delay`` seconds after ``text`` appears on
-    its stderr; returns what it printed."""
-    assert proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + 240
-    while text.encode() not in seen:
-        line = proc.stderr.readline()
-        if not line or time.monotonic() > deadline:
-            break
-        seen += line
-    assert text.encode() in seen, seen.decode(errors="replace")
-    time.sleep(delay)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    return seen.decode(errors="replace")
+def start_batch_job(archive: Path, lake: Path) -> subprocess.Popen[bytes]:
+    return start_job("verify_messages.py", ["--input", str(archive), "--lake", str(lake),
+                                            "--batch-rows", "2000"])
 
 
 @pytest.mark.parametrize(("moment", "text", "delay"), [
@@ -81,7 +42,7 @@ def test_kill_9_then_rerun_leaves_each_line_once_and_no_stray_file(
         spark: Any, archive: Path, tmp_path: Path, moment: str, text: str, delay: float,
         capsys: pytest.CaptureFixture[str]) -> None:
     lake = tmp_path / "lake"
-    kill_when(start_job(archive, lake), text, delay)
+    kill_when(start_batch_job(archive, lake), text, delay=delay)
     stray = {t: parquet_files(lake / t) - logged_files(lake / t) for t in TABLES}
     print(f"{moment}: uncommitted files left by the killed run:",
           {t: len(files) for t, files in stray.items()})

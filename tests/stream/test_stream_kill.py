@@ -9,11 +9,7 @@ Kafka. The reference is the checker over all lines, which knows nothing of the s
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
 from snap_spark.stream.job import HOLD_AFTER_COMMIT_ENV, kafka_source_file
+from tests.jobs import finish, kill_when, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -40,41 +37,9 @@ def lines() -> list[bytes]:
 
 
 def start_stream(args: list[str], hold: str | None = None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": str(ROOT)}
-    env.pop(HOLD_AFTER_COMMIT_ENV, None)
-    if hold is not None:
-        env[HOLD_AFTER_COMMIT_ENV] = hold
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "jobs" / "stream_verify.py"), "--master", "local[2]",
-         "--trigger", "available-now", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", "spark.snap.lake.backend=delta-rs", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-
-
-def kill_when(proc: subprocess.Popen[bytes], text: str, nth: int = 1) -> str:
-    """SIGKILL the stream's process group as soon as ``text`` appears on its stderr for the
-    ``nth`` time."""
-    assert proc.stderr is not None
-    seen = b""
-    deadline = time.monotonic() + 300
-    while seen.count(text.encode()) < nth:
-        line = proc.stderr.readline()
-        if not line or time.monotonic() > deadline:
-            break
-        seen += line
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert seen.count(text.encode()) >= nth, seen.decode(errors="replace")[-3000:]
-    return seen.decode(errors="replace")
-
-
-def finish(proc: subprocess.Popen[bytes]) -> str:
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-    return out.decode()
+    """The stream job, available-now, holding after the commit ``hold`` names, if any."""
+    return start_job("stream_verify.py", ["--trigger", "available-now", *args],
+                     {HOLD_AFTER_COMMIT_ENV: hold})
 
 
 def check_lake(lake: Path, reference: dict[tuple[str, int], Any]) -> None:
