@@ -3,9 +3,9 @@ the tables equal one uninterrupted run, each stored message is in ``messages`` o
 stray file is left in a table folder.
 
 Points: after the stored messages landed (before any Nostr table), after
-``agent_card_history``, after ``agent_cards`` (before ``nostr_events``, committed last), and
-while the stored messages are landing. The run holds at a point when
-``SNAP_SPARK_NOSTR_HOLD_AFTER`` names it.
+``agent_card_history``, after ``agent_cards`` (before ``nostr_events``, committed last) — one
+after the other on the same lake — and, on another lake, while the stored messages are
+landing. The run holds at a point when ``SNAP_SPARK_NOSTR_HOLD_AFTER`` names it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ PER_RUN = ("ingest_id", "ingest_time")
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     stem = str(tmp_path_factory.mktemp("nostr-kill") / "s")
-    write_nostr_sample(NostrSampleConfig(cards=16, messages=80, well_known=6, seed=9), stem)
+    write_nostr_sample(NostrSampleConfig(cards=12, messages=60, well_known=6, seed=9), stem)
     return output_paths(stem)
 
 
@@ -61,25 +61,34 @@ def reference(paths: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     return tables(lake)
 
 
-MOMENTS = [
-    ("after the stored messages", "stored-messages", "holding after stored-messages"),
-    ("after agent_card_history", "agent_card_history", "holding after agent_card_history"),
-    ("after agent_cards", "agent_cards", "holding after agent_cards"),
-    ("while landing the stored messages", None, "stage 3/4 raw_messages"),
-]
-
-
-@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS, ids=[m[0] for m in MOMENTS])
-def test_kill_9_then_rerun_equals_one_run(paths: dict[str, str], reference: Any,
-                                          tmp_path: Path, moment: str, hold: str | None,
-                                          text: str) -> None:
+def test_killed_at_each_commit_in_turn_then_finished_equals_one_run(
+        paths: dict[str, str], reference: Any, tmp_path: Path) -> None:
+    """Killed after the stored messages landed, run again and killed after
+    agent_card_history, again after agent_cards, then run to the end."""
     lake = tmp_path / "lake"
-    kill_when(start_job("ingest_nostr.py", args(paths, lake), {HOLD_AFTER_ENV: hold}), text)
-    print(f"{moment}: tables after the kill:",
-          {t: (lake / t / "_delta_log").is_dir() for t in TABLES})
+    for hold in ("stored-messages", "agent_card_history", "agent_cards"):
+        kill_when(start_job("ingest_nostr.py", args(paths, lake), {HOLD_AFTER_ENV: hold}),
+                  f"holding after {hold}")
+        print(f"killed after {hold}:", {t: (lake / t / "_delta_log").is_dir() for t in TABLES})
     finish(start_job("ingest_nostr.py", args(paths, lake)))
-    got = tables(lake)
-    assert got == reference
+    check(lake, reference)
+
+
+def test_killed_while_landing_the_stored_messages_then_finished_equals_one_run(
+        paths: dict[str, str], reference: Any, tmp_path: Path) -> None:
+    """Killed between the batch job's raw_messages and messages commits of the stored
+    messages: the next run completes them from raw_messages, landing nothing twice."""
+    lake = tmp_path / "lake"
+    kill_when(start_job("ingest_nostr.py", args(paths, lake), {HOLD_AFTER_ENV: None}),
+              "stage 3/4 raw_messages")
+    assert (lake / "raw_messages" / "_delta_log").is_dir()
+    assert not (lake / "messages" / "_delta_log").is_dir()
+    finish(start_job("ingest_nostr.py", args(paths, lake)))
+    check(lake, reference)
+
+
+def check(lake: Path, reference: dict[str, list[str]]) -> None:
+    assert tables(lake) == reference
     sources = Counter(r["source"] for r in delta_rows(lake / "raw_messages"))
     assert sources and max(sources.values()) == 1  # each stored message landed once
     for name in TABLES:
