@@ -1,0 +1,90 @@
+"""The lake's tables for notebooks and ad-hoc queries: Spark temp views, or Arrow and pandas
+read by delta-rs for people without Spark.
+
+Every table snap-spark writes (``snap_spark.schemas.tables.TABLES``) is looked for under the
+lake folder; the ones present are offered, the absent ones named, nothing fails because a
+job has not run yet.
+
+Examples (after ``make run``)::
+
+    from snap_spark.views import lake_tables, read_table, register_views
+
+    register_views(spark, "data/lake")           # ['messages', 'raw_messages', 'tasks', ...]
+    spark.sql("select error_name, count(*) from messages group by 1").show()
+
+    lake_tables("data/lake")["agent_cards"]      # False until jobs/ingest_nostr.py ran
+    read_table("data/lake", "tasks", columns=["task_id", "state"], as_pandas=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from snap_spark import storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+
+def _known() -> list[str]:
+    from snap_spark.schemas.tables import TABLES
+
+    return sorted(TABLES)
+
+
+def lake_tables(lake_dir: str) -> dict[str, bool]:
+    """Every table snap-spark writes, and whether ``lake_dir`` holds it.
+
+    Examples:
+        >>> tables = lake_tables("/nowhere/lake")
+        >>> tables["messages"], "agent_cards" in tables
+        (False, True)
+    """
+    from snap_spark.lake.delta_log import open_table
+
+    return {name: open_table(storage.delta_table_uri(storage.join(lake_dir, name))) is not None
+            for name in _known()}
+
+
+def register_views(spark: SparkSession, lake_dir: str, prefix: str = "") -> list[str]:
+    """Register each table the lake holds as a Spark temp view named ``prefix + table``
+    (read through the session's Delta backend, :func:`snap_spark.lake.get_lake`); returns
+    the view names, sorted. Absent tables get no view.
+
+    Example::
+
+        register_views(spark, "data/lake")
+        spark.sql("select state, count(*) from tasks group by state").show()
+    """
+    from snap_spark.lake import get_lake
+
+    lake = get_lake(spark)
+    names = []
+    for name, present in lake_tables(lake_dir).items():
+        if present:
+            lake.read(spark, storage.join(lake_dir, name)).createOrReplaceTempView(prefix + name)
+            names.append(prefix + name)
+    return names
+
+
+def read_table(lake_dir: str, name: str, *, columns: Sequence[str] | None = None,
+               version: int | None = None, as_pandas: bool = False) -> pa.Table | Any:
+    """One table (``columns`` only, at ``version`` when given) as an Arrow table, or a
+    pandas DataFrame with ``as_pandas``, read by delta-rs: no Spark needed.
+
+    Raises:
+        ValueError: ``name`` is not a table snap-spark writes.
+        FileNotFoundError: the lake does not hold it (yet).
+    """
+    from snap_spark.lake.delta_log import open_table
+
+    if name not in _known():
+        raise ValueError(f"{name!r} is not a snap-spark table (one of {', '.join(_known())})")
+    table = open_table(storage.delta_table_uri(storage.join(lake_dir, name)), version)
+    if table is None:
+        raise FileNotFoundError(f"no {name} table under {lake_dir} (yet): run the job that "
+                                "writes it")
+    arrow = table.to_pyarrow_table(columns=list(columns) if columns is not None else None)
+    return arrow.to_pandas() if as_pandas else arrow
