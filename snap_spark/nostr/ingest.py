@@ -427,18 +427,16 @@ def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
 
 
 def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
-    """The first receipt time of an event, or the bare-line clock's when no copy had one."""
+    """The first receipt time of an event, else the bare-line clock's (``--bare-clock``,
+    the batch job's :class:`~snap_spark.protocol.validate.ReceiptClock`: ``message`` takes
+    the event's ``created_at``); ``None`` when no clock is set."""
     if entry.received_at is not None:
         return entry.received_at
-    clock = settings.bare_clock
-    if clock == "message" and entry.event is not None and isinstance(
-            entry.event.get("created_at"), int):
-        return float(entry.event["created_at"])
-    if clock == "now":
-        return settings.clock_now
-    if clock not in ("", "message", "now"):
-        return float(clock)
-    return None
+    clock = settings.clock()
+    created = (entry.event or {}).get("created_at")
+    if clock.mode == "refuse" or (clock.mode == "message" and not isinstance(created, int)):
+        return None
+    return clock.resolve(created if isinstance(created, int) else 0)
 
 
 def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded, float, str]],
@@ -578,19 +576,16 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
 
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.nostr.wellknown import read_well_known
-    from snap_spark.pipeline.job import listed_inputs
+    from snap_spark.pipeline.job import _decided, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges
     from snap_spark.pipeline.runs import run_marker
     from snap_spark.runner import UsageError
-    from snap_spark.settings import VerifySettings as Settings
 
     if stored_clock not in STORED_CLOCKS:
         raise UsageError(f"--stored-clock must be one of {', '.join(STORED_CLOCKS)}")
     if not inputs and not relays and not well_known:
         raise UsageError("give --input PATH, --relay URL or --well-known PATH")
-    settings = (settings or Settings()).validated()
-    if not settings.clock_now:
-        settings = Settings(**{**settings.__dict__, "clock_now": float(int(time.time()))})
+    settings = _decided(settings, spark)  # validated, the run's "now" fixed, as the job's
     keyring = keyring or Keyring([])
     started = time.monotonic()
     result = IngestResult()
