@@ -650,7 +650,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
         out.update(_restated(spark, lake, lake_dir, bound, out))
     cards_new += [{**row, "created_time": _time(row["created_at"]), "ingest_id": ingest_id}
                   for row in read_well_known(well_known)]
-    cards = _settle_cards(spark, lake, lake_dir, cards_new, out, ingest_id, now)
+    cards = _settle_cards(spark, lake, lake_dir, cards_new, out)
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     info = {"job": "ingest_nostr", "ingest_id": ingest_id}
     with run_marker(lake_dir, ingest_id):
@@ -726,8 +726,8 @@ def _card_history(entry: Folded, verdict: str, detail: str | None, ingest_id: st
 
 
 def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
-                  new: list[dict[str, Any]], events: dict[str, dict[str, Any]],
-                  ingest_id: str, now: dt.datetime) -> dict[str, list[dict[str, Any]]]:
+                  new: list[dict[str, Any]], events: dict[str, dict[str, Any]]
+                  ) -> dict[str, list[dict[str, Any]]]:
     """History rows to write (new ones, and older ones whose verdict moves), the
     ``agent_cards`` rows of the identities the run's cards claim that differ from the
     table's, and the ``nostr_events`` rows of cards whose verdict the resolution sets

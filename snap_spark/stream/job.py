@@ -477,14 +477,12 @@ class BatchCommitter:
         from snap_spark.pipeline.ingest import LandedPiece
         from snap_spark.pipeline.job import JobResult, _candidates, _Landed, commit_landed
         from snap_spark.pipeline.land import LANDED_SCHEMA
-        from snap_spark.stream.replay_state import STATE_KEYS_KIND, state_keys
+        from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
 
         started = time.monotonic()
         app_id = APP_ID_PREFIX + query_id(self.plan.checkpoint)
         # One action: the landing pass and the replay state run once per batch (landing
         # mode: the candidates stay in files, only the narrow rows come here).
-        from snap_spark.stream.replay_state import PASSTHROUGH
-
         texts = batch.select(PASSTHROUGH).toArrow().column(PASSTHROUGH).to_pylist()
         blank = dict.fromkeys(LANDED_SCHEMA.names)
         rows = [{**blank, **json.loads(text)} for text in texts if text]
