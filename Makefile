@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker test run run-nostr stream print-stream-jars tasks check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit check-sample lint bench check-java clean
 
 setup: $(STAMP) delta-jars kafka-jars
 
@@ -58,7 +58,17 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "setup: Spark needs Java 17, but 'java' is not on PATH (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "setup: Spark 4.0 needs Java 17 or 21; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-test: setup kafka-broker
+# Headless Chromium for the audit report's screenshot test (tests/operate/test_audit.py):
+# Debian's package, installed when absent (as root, or through sudo).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "test setup: installing Debian's chromium (the audit report's screenshot test)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || { $$SUDO apt-get update -qq >/dev/null && \
+	  $$SUDO apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "test setup: could not install chromium: the screenshot test will fail"; }
+
+test: setup kafka-broker chromium
 	$(PY) -m pytest -q -p no:cacheprovider
 
 $(SAMPLE): | setup
@@ -107,6 +117,22 @@ tasks: setup
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/rebuild_tasks.py --lake $(LAKE)
+
+# A scheduled audit of the lake `make run` (and `make run-nostr`) wrote: report.html,
+# summary.json and the charts under $(AUDIT_OUT). Exit status 3 (a threshold crossed, which
+# the sample's planted attacks do) is reported, not treated as a failure of make.
+AUDIT_OUT ?= data/audit
+AUDIT_ARGS ?= --reverify-sample 0.05
+audit: setup
+	@$(VENV)/bin/spark-submit --master '$(MASTER)' \
+		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--conf spark.ui.showConsoleProgress=false \
+		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
+		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
+		jobs/audit.py --lake $(LAKE) --out $(AUDIT_OUT) $(AUDIT_ARGS); status=$$?; \
+	if [ $$status = 3 ]; then echo "audit: thresholds crossed (exit 3); open $(abspath $(AUDIT_OUT))/report.html"; \
+	elif [ $$status = 0 ]; then echo "audit: clean; open $(abspath $(AUDIT_OUT))/report.html"; \
+	else exit $$status; fi
 
 # Nostr: generated agent cards and stored messages published to a local relay, ingested
 # live (with a second relay that is down, to show the per-relay report), then the archive of

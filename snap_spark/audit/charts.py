@@ -1,0 +1,217 @@
+"""The audit's charts as PNG bytes (matplotlib's Agg backend: no display needed).
+
+Each function takes the figures of :mod:`snap_spark.audit.figures` and returns one PNG; a
+chart whose data is absent says so in the picture instead of being left out, so a report
+always has the same sections.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from snap_spark.protocol.errors import ERROR_NAMES
+
+#: Colours: valid, rejected, and one per error code (colour-blind friendly tab10 order).
+VALID_COLOUR = "#2f9e44"
+REJECTED_COLOUR = "#e03131"
+CODE_COLOURS = {1003: "#868e96", 1004: "#495057", 2001: "#e03131", 2002: "#f08c00",
+                2003: "#9c36b5", 2004: "#1971c2", 2005: "#0c8599", 2006: "#c2255c"}
+WIDTH = 9.0  # inches at 100 dpi: fits a laptop screen next to nothing else
+
+
+def short(address: str | None, keep: int = 10) -> str:
+    """A long address cut for a chart label (the tables keep it whole).
+
+    Examples:
+        >>> short("bc1pqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq5x3k2")
+        'bc1pqqqqqq…5x3k2'
+        >>> short(None)
+        '(no sender)'
+    """
+    if address is None:
+        return "(no sender)"
+    return address if len(address) <= keep + 8 else f"{address[:keep]}…{address[-5:]}"
+
+
+def _png(fig: Figure) -> bytes:
+    out = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)
+    return out.getvalue()
+
+
+def _empty(ax: Axes, why: str) -> None:
+    ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=12, color="#868e96",
+            transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _figure(height: float = 3.6, columns: int = 1) -> tuple[Figure, list[Axes]]:
+    fig, axes = plt.subplots(1, columns, figsize=(WIDTH, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def verdict_mix(messages: Mapping[str, Any]) -> bytes:
+    """Valid and rejected messages per day (stacked bars)."""
+    fig, (ax,) = _figure()
+    daily = messages.get("daily") or []
+    if not daily:
+        _empty(ax, "no messages in the window" if messages else "no messages table")
+        return _png(fig)
+    dates = [d["date"] for d in daily]
+    valid = [d["valid"] for d in daily]
+    rejected = [d["rejected"] for d in daily]
+    ax.bar(dates, valid, color=VALID_COLOUR, label="valid")
+    ax.bar(dates, rejected, bottom=valid, color=REJECTED_COLOUR, label="rejected")
+    ax.set_ylabel("messages")
+    ax.set_title("Verdict mix per day (receipt date)")
+    ax.legend(loc="upper right")
+    _date_ticks(ax, dates)
+    return _png(fig)
+
+
+def _date_ticks(ax: Axes, dates: Sequence[str]) -> None:
+    step = max(1, len(dates) // 12)
+    ax.set_xticks(range(0, len(dates), step))
+    ax.set_xticklabels([dates[i] for i in range(0, len(dates), step)], rotation=30,
+                       ha="right", fontsize=8)
+
+
+def rejections_by_code(messages: Mapping[str, Any]) -> bytes:
+    """Rejections per day by SNAP error code (stacked bars)."""
+    fig, (ax,) = _figure()
+    rows = messages.get("daily_by_code") or []
+    if not rows:
+        _empty(ax, "no rejections in the window" if messages else "no messages table")
+        return _png(fig)
+    dates = sorted({r["date"] for r in rows})
+    codes = sorted({r["code"] for r in rows})
+    at = {(r["date"], r["code"]): r["count"] for r in rows}
+    bottom = [0] * len(dates)
+    for code in codes:
+        heights = [at.get((d, code), 0) for d in dates]
+        ax.bar(range(len(dates)), heights, bottom=bottom, label=f"{code} {ERROR_NAMES[code]}",
+               color=CODE_COLOURS.get(code))
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_ylabel("rejected messages")
+    ax.set_title("Rejections per day by error code")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _date_ticks(ax, dates)
+    return _png(fig)
+
+
+def _barh(ax: Axes, labels: Sequence[str], values: Sequence[int], colour: str,
+          title: str) -> None:
+    positions = list(range(len(labels)))[::-1]
+    ax.barh(positions, values, color=colour)
+    ax.set_yticks(positions)
+    ax.set_yticklabels(labels, fontsize=8, family="monospace")
+    ax.set_title(title, fontsize=10)
+    for y, v in zip(positions, values, strict=True):
+        ax.text(v, y, f" {v}", va="center", fontsize=8)
+
+
+def top_senders(messages: Mapping[str, Any]) -> bytes:
+    """Senders with the most rejections, and with the most replay attempts."""
+    fig, axes = _figure(height=3.8, columns=2)
+    senders = messages.get("senders") or {}
+    for ax, key, metric, colour, title in (
+            (axes[0], "by_rejections", "rejections", REJECTED_COLOUR, "Most rejections"),
+            (axes[1], "by_replays", "replays", CODE_COLOURS[2006], "Most replay attempts (2006)")):
+        rows = senders.get(key) or []
+        if not rows:
+            _empty(ax, f"{title.lower()}: none")
+            continue
+        _barh(ax, [short(r["sender"]) for r in rows], [r[metric] for r in rows], colour, title)
+    return _png(fig)
+
+
+def signature_failures(messages: Mapping[str, Any]) -> bytes:
+    """Forged (2001) and missing (2002) signatures per sender (stacked bars)."""
+    fig, (ax,) = _figure(height=3.4)
+    rows = (messages.get("senders") or {}).get("by_signature_failures") or []
+    if not rows:
+        _empty(ax, "no signature failures" if messages else "no messages table")
+        return _png(fig)
+    labels = [short(r["sender"], 22) for r in rows]
+    positions = list(range(len(rows)))[::-1]
+    forged = [r["forged"] for r in rows]
+    unsigned = [r["unsigned"] for r in rows]
+    ax.barh(positions, forged, color=CODE_COLOURS[2001], label="2001 forged signature")
+    ax.barh(positions, unsigned, left=forged, color=CODE_COLOURS[2002],
+            label="2002 missing signature")
+    ax.set_yticks(positions)
+    ax.set_yticklabels(labels, fontsize=8, family="monospace")
+    ax.set_title("Signature failures by sender")
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+def tasks(task_figures: Mapping[str, Any]) -> bytes:
+    """Tasks by state, and illegal transitions by from → to."""
+    fig, axes = _figure(height=3.6, columns=2)
+    states = task_figures.get("by_state") or {}
+    if states:
+        _barh(axes[0], list(states), list(states.values()), "#1971c2", "Tasks by state")
+    else:
+        _empty(axes[0], "no tasks table" if "tasks" not in task_figures else "no tasks")
+    illegal = (task_figures.get("illegal_by_transition") or [])[:10]
+    if illegal:
+        _barh(axes[1], [f"{r['from']} → {r['to']}" for r in illegal],
+              [r["count"] for r in illegal], REJECTED_COLOUR, "Illegal transitions")
+    else:
+        _empty(axes[1], "no illegal transitions" if "reports" in task_figures
+               else "no task_events table")
+    return _png(fig)
+
+
+def agent_directory(agents: Mapping[str, Any]) -> bytes:
+    """Per identity: new, updated, and impersonation attempts (grouped bars)."""
+    rows = (agents.get("per_identity") or [])[:12]
+    fig, (ax,) = _figure(height=max(3.0, 0.32 * len(rows) + 1.2))
+    if not rows:
+        _empty(ax, "no agent_card_history table (make run-nostr)"
+               if "per_identity" not in agents else "no agent cards in the window")
+        return _png(fig)
+    base = list(range(len(rows)))[::-1]
+    height = 0.27
+    for offset, key, colour, label in ((height, "new", VALID_COLOUR, "new"),
+                                       (0.0, "updated", "#1971c2", "updated"),
+                                       (-height, "impersonations", REJECTED_COLOUR,
+                                        "impersonation attempts")):
+        ax.barh([b + offset for b in base], [r[key] for r in rows], height=height,
+                color=colour, label=label)
+    ax.set_yticks(base)
+    ax.set_yticklabels([short(r["identity"], 22) for r in rows], fontsize=8,
+                       family="monospace")
+    ax.set_title("Agent directory changes per identity")
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+#: Chart file name → (section of the figures it draws, how).
+CHARTS: dict[str, tuple[str, Callable[[Mapping[str, Any]], bytes]]] = {
+    "verdict_mix.png": ("messages", verdict_mix),
+    "rejections_by_code.png": ("messages", rejections_by_code),
+    "top_senders.png": ("messages", top_senders),
+    "signature_failures.png": ("messages", signature_failures),
+    "tasks.png": ("tasks", tasks),
+    "agent_directory.png": ("agents", agent_directory),
+}
+
+
+def render_all(figures: Mapping[str, Any]) -> dict[str, bytes]:
+    """Every chart of :data:`CHARTS`, as ``{file name: PNG bytes}``."""
+    return {name: draw(figures.get(section) or {}) for name, (section, draw) in CHARTS.items()}

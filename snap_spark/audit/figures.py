@@ -1,0 +1,253 @@
+"""The audit's figures: counts over the lake's tables, as plain values for ``summary.json``,
+the charts and the HTML report.
+
+Every figure is a Spark aggregation over one table read at a pinned version (the versions
+go into the summary); the definitions are the tables' own columns, documented in
+docs/audit.md, and nothing is decided again here (re-verification is
+:mod:`snap_spark.audit.reverify`).
+
+The window (``--from``/``--to``, inclusive dates, UTC) applies to each table's own time:
+``messages.event_date``, ``task_events.event_time``, ``tasks.state_time``,
+``nostr_events.created_time`` and ``agent_card_history.created_time``. ``agent_cards`` is
+the directory as it stands and is never cut.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+#: Rows in each worst-offender list.
+TOP = 10
+#: Message ids shown per offender.
+EXAMPLES = 3
+
+FORGED = int(ErrorCode.SIGNATURE_INVALID)
+UNSIGNED = int(ErrorCode.SIGNATURE_MISSING)
+REPLAY = int(ErrorCode.DUPLICATE_MESSAGE)
+SIGNATURE_CODES = (FORGED, UNSIGNED)
+#: ``agent_card_history`` verdicts of a card the directory accepted (it stands or stood).
+ACCEPTED_CARD = ("valid", "superseded")
+#: ``agent_card_history`` verdict of a card whose signer is not the identity it claims.
+IMPERSONATION = "identity_mismatch"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Inclusive UTC dates; ``None`` leaves that side open."""
+
+    start: dt.date | None = None
+    end: dt.date | None = None
+
+    def as_record(self) -> dict[str, str | None]:
+        return {"from": self.start.isoformat() if self.start else None,
+                "to": self.end.isoformat() if self.end else None}
+
+    def on_date(self, column: Column) -> Column:
+        """A filter keeping rows whose date ``column`` is inside the window (nulls only when
+        the window is open on both sides)."""
+        from pyspark.sql import functions as F
+
+        keep = F.lit(True)
+        if self.start is not None:
+            keep = keep & (column >= F.lit(self.start))
+        if self.end is not None:
+            keep = keep & (column <= F.lit(self.end))
+        return keep
+
+    def on_time(self, column: Column) -> Column:
+        from pyspark.sql import functions as F
+
+        return self.on_date(F.to_date(column))
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in df.collect()]
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.date | dt.datetime) else value
+
+
+def _examples(column: str, condition: Column | None = None) -> Column:
+    """The first :data:`EXAMPLES` message ids (sorted) of a group, under ``condition``."""
+    from pyspark.sql import functions as F
+
+    value = F.col(column) if condition is None else F.when(condition, F.col(column))
+    return F.slice(F.array_sort(F.collect_set(value)), 1, EXAMPLES)
+
+
+def message_figures(messages: DataFrame) -> dict[str, Any]:
+    """Verdict mix, rejections by code (overall and per day), and the senders with the most
+    rejections, replay attempts (2006) and signature failures (2001, 2002)."""
+    from pyspark.sql import functions as F
+
+    m = messages.select("event_date", "verdict", "error_code", "sender", "msg_id").cache()
+    try:
+        code = F.col("error_code")
+        totals = m.agg(F.count(F.lit(1)).alias("total"),
+                       F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
+                       F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected"),
+                       F.count(F.when(code == FORGED, 1)).alias("forged"),
+                       F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
+                       F.count(F.when(code == REPLAY, 1)).alias("replays")).first()
+        assert totals is not None
+        by_code = sorted(
+            ({"code": r["error_code"], "name": ERROR_NAMES.get(r["error_code"], "?"),
+              "count": r["count"]}
+             for r in _rows(m.filter(code.isNotNull()).groupBy("error_code").count())),
+            key=lambda r: r["code"])
+        daily = sorted(({"date": _iso(r["event_date"]), "valid": r["valid"],
+                         "rejected": r["rejected"]} for r in _rows(
+            m.groupBy("event_date").agg(
+                F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
+                F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected")))),
+            key=lambda r: r["date"])
+        daily_codes = sorted(({"date": _iso(r["event_date"]), "code": r["error_code"],
+                               "count": r["count"]} for r in _rows(
+            m.filter(code.isNotNull()).groupBy("event_date", "error_code").count())),
+            key=lambda r: (r["date"], r["code"]))
+        rejected = F.col("verdict") == "rejected"
+        per_sender = m.groupBy("sender").agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.count(F.when(rejected, 1)).alias("rejections"),
+            F.count(F.when(code == REPLAY, 1)).alias("replays"),
+            F.count(F.when(code == FORGED, 1)).alias("forged"),
+            F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
+            _examples("msg_id", rejected).alias("rejected_ids"),
+            _examples("msg_id", code == REPLAY).alias("replay_ids"),
+            _examples("msg_id", code.isin(*SIGNATURE_CODES)).alias("signature_ids"),
+        ).cache()
+        try:
+            def top(rank: Column, ids: str) -> list[dict[str, Any]]:
+                picked = (per_sender.withColumn("_rank", rank).filter(F.col("_rank") > 0)
+                          .orderBy(F.desc("_rank"), F.asc_nulls_first("sender")).limit(TOP))
+                return [{"sender": r["sender"], "messages": r["messages"],
+                         "rejections": r["rejections"], "replays": r["replays"],
+                         "forged": r["forged"], "unsigned": r["unsigned"],
+                         "examples": r[ids]} for r in _rows(picked)]
+
+            senders = {
+                "by_rejections": top(F.col("rejections"), "rejected_ids"),
+                "by_replays": top(F.col("replays"), "replay_ids"),
+                "by_signature_failures": top(F.col("forged") + F.col("unsigned"),
+                                             "signature_ids"),
+            }
+        finally:
+            per_sender.unpersist()
+    finally:
+        m.unpersist()
+    total = totals["total"]
+    return {
+        "total": total, "valid": totals["valid"], "rejected": totals["rejected"],
+        "forged_signatures": totals["forged"], "missing_signatures": totals["unsigned"],
+        "replays": totals["replays"],
+        "rates": {name: (totals[key] / total if total else 0.0) for name, key in (
+            ("rejection", "rejected"), ("forged_signature", "forged"), ("replay", "replays"))},
+        "by_code": by_code, "daily": daily, "daily_by_code": daily_codes,
+        "senders": senders,
+    }
+
+
+def task_figures(tasks: DataFrame | None, events: DataFrame | None) -> dict[str, Any]:
+    """Task states, illegal transitions (by from → to) and reports from non-owners, and the
+    tasks with the most of both."""
+    from pyspark.sql import functions as F
+
+    out: dict[str, Any] = {}
+    if tasks is not None:
+        by_state = {(r["state"] or "none"): r["count"]
+                    for r in _rows(tasks.groupBy("state").count())}
+        out["tasks"] = sum(by_state.values())
+        out["by_state"] = dict(sorted(by_state.items()))
+    if events is not None:
+        anomaly = F.col("anomaly")
+        counts = events.agg(
+            F.count(F.lit(1)).alias("reports"),
+            F.count(F.when(anomaly == "illegal_transition", 1)).alias("illegal"),
+            F.count(F.when(anomaly == "non_owner", 1)).alias("foreign")).first()
+        assert counts is not None
+        out["reports"] = counts["reports"]
+        out["illegal_transitions"] = counts["illegal"]
+        out["foreign_reports"] = counts["foreign"]
+        out["illegal_by_transition"] = sorted(
+            ({"from": r["previous_state"] or "none", "to": r["new_state"], "count": r["count"]}
+             for r in _rows(events.filter(anomaly == "illegal_transition")
+                            .groupBy("previous_state", "new_state").count())),
+            key=lambda r: (-r["count"], r["from"], r["to"]))
+        worst = (events.filter(anomaly.isNotNull()).groupBy("task_id").agg(
+            F.count(F.when(anomaly == "illegal_transition", 1)).alias("illegal"),
+            F.count(F.when(anomaly == "non_owner", 1)).alias("foreign"),
+            _examples("message_id").alias("examples"))
+            .orderBy(F.desc(F.col("illegal") + F.col("foreign")), "task_id").limit(TOP))
+        out["worst_tasks"] = _rows(worst)
+    return out
+
+
+def agent_figures(history: DataFrame | None, cards: DataFrame | None,
+                  events: DataFrame | None, window: Window) -> dict[str, Any]:
+    """The agent directory's changes per identity — new (its first accepted card falls in
+    the window), updated (further accepted cards in the window), impersonation attempts
+    (cards claiming it signed by another key) — and the Nostr events by verdict."""
+    from pyspark.sql import functions as F
+
+    out: dict[str, Any] = {}
+    if cards is not None:
+        out["identities"] = cards.count()
+    if events is not None:
+        out["nostr_events_by_verdict"] = dict(sorted(
+            (r["verdict"], r["count"]) for r in _rows(
+                events.filter(window.on_time(F.col("created_time")))
+                .groupBy("verdict").count())))
+    if history is not None:
+        accepted = F.col("verdict").isin(*ACCEPTED_CARD)
+        first = history.filter(accepted).groupBy("identity").agg(
+            F.min("created_time").alias("first_time"))
+        inside = history.filter(window.on_time(F.col("created_time")))
+        per = inside.groupBy("identity").agg(
+            F.count(F.when(accepted, 1)).alias("accepted"),
+            F.count(F.when(F.col("verdict") == IMPERSONATION, 1)).alias("impersonations"),
+            _examples("card_key", F.col("verdict") == IMPERSONATION).alias("examples"),
+        ).join(first, "identity", "left").withColumn(
+            "new", F.when(window.on_time(F.col("first_time")) & F.col("first_time").isNotNull(),
+                          1).otherwise(0)
+        ).withColumn("updated", F.greatest(F.col("accepted") - F.col("new"), F.lit(0)))
+        rows = _rows(per.select("identity", "new", "updated", "impersonations", "examples"))
+        rows.sort(key=lambda r: (-r["impersonations"], -(r["new"] + r["updated"]),
+                                 r["identity"] or ""))
+        out["per_identity"] = rows
+        out["history_by_verdict"] = dict(sorted(
+            (r["verdict"], r["count"]) for r in _rows(inside.groupBy("verdict").count())))
+        out["new_identities"] = sum(r["new"] for r in rows)
+        out["updated_cards"] = sum(r["updated"] for r in rows)
+        out["impersonation_attempts"] = sum(r["impersonations"] for r in rows)
+        out["identities_impersonated"] = sum(1 for r in rows if r["impersonations"])
+    return out
+
+
+def all_figures(tables: Mapping[str, DataFrame], window: Window) -> dict[str, Any]:
+    """Every figure of the report from the present ``tables`` (name → DataFrame at its
+    pinned version): ``messages``, ``tasks`` and ``agents`` sections (empty dicts for the
+    parts whose tables are absent)."""
+    from pyspark.sql import functions as F
+
+    def cut(name: str, column: str, on_date: bool = False) -> DataFrame | None:
+        df = tables.get(name)
+        if df is None:
+            return None
+        return df.filter((window.on_date if on_date else window.on_time)(F.col(column)))
+
+    messages = cut("messages", "event_date", on_date=True)
+    return {
+        "messages": message_figures(messages) if messages is not None else {},
+        "tasks": task_figures(cut("tasks", "state_time"), cut("task_events", "event_time")),
+        "agents": agent_figures(tables.get("agent_card_history"), tables.get("agent_cards"),
+                                tables.get("nostr_events"), window),
+    }

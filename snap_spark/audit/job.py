@@ -1,0 +1,420 @@
+"""``jobs/audit.py``: a scheduled audit of a lake, as a report people read and an exit
+status a scheduler acts on.
+
+    spark-submit jobs/audit.py --lake DIR --out REPORT_DIR [--from DATE] [--to DATE]
+        [--reverify-sample FRACTION | --reverify-all] [--thresholds TOML]
+
+Writes ``REPORT_DIR/report.html`` (self-contained), ``summary.json`` (every figure of the
+report, the table versions they come from, the thresholds and whether each was crossed)
+and one PNG per chart. Exit status: 0 clean, 3 a threshold was crossed, 2 usage error
+(nothing written), 1 the lake could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import random
+import time
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from snap_spark import storage
+from snap_spark.audit.figures import Window
+from snap_spark.runner import EXIT_ALERT, EXIT_OK, Job, UsageError, log
+from snap_spark.settings import SettingsError, VerifySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Threshold metrics, their default limits (a value above the limit is an alert), and what
+#: they measure. Rates are shares of the window's messages.
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "rejection_rate": 0.25,
+    "forged_signature_rate": 0.001,
+    "replay_rate": 0.01,
+    "impersonation_attempts": 0,
+    "illegal_transitions": 0,
+    "reverify_differences": 0,
+}
+METRICS: dict[str, str] = {
+    "rejection_rate": "rejected messages / messages",
+    "forged_signature_rate": "2001 forged signatures / messages",
+    "replay_rate": "2006 replay attempts / messages",
+    "forged_signatures": "2001 forged signatures",
+    "replays": "2006 replay attempts",
+    "impersonation_attempts": "agent cards signed by a key other than the identity's",
+    "identities_impersonated": "identities with at least one impersonation attempt",
+    "illegal_transitions": "task state reports the transition table forbids",
+    "foreign_reports": "task state reports by someone other than the task's owner",
+    "reverify_differences": "archived lines whose verdict today differs from the stored one",
+    "reverify_missing": "archived lines without a messages row",
+}
+
+#: Tables the audit reads when present (``ingested_files`` is bookkeeping, not audited).
+AUDITED = ("messages", "raw_messages", "tasks", "task_events", "nostr_events", "agent_cards",
+           "agent_card_history")
+
+
+def load_thresholds(path: str | None) -> dict[str, float]:
+    """The defaults, overridden by ``[max]`` of the TOML file at ``path``.
+
+    Raises:
+        UsageError: unreadable file, unknown metric, or a limit that is no finite number >= 0.
+
+    Examples:
+        >>> load_thresholds(None)["impersonation_attempts"]
+        0
+    """
+    limits: dict[str, float] = dict(DEFAULT_THRESHOLDS)
+    if path is None:
+        return limits
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise UsageError(f"--thresholds {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--thresholds {path}: not TOML ({exc})") from None
+    unknown_tables = sorted(set(data) - {"max"})
+    if unknown_tables:
+        raise UsageError(f"--thresholds {path}: unknown table(s) {unknown_tables}; "
+                         "limits go under [max]")
+    section = data.get("max", {})
+    if not isinstance(section, dict):
+        raise UsageError(f"--thresholds {path}: [max] must be a table")
+    for name, value in section.items():
+        if name not in METRICS:
+            raise UsageError(f"--thresholds {path}: unknown metric {name!r} "
+                             f"(known: {', '.join(sorted(METRICS))})")
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value) or value < 0):
+            raise UsageError(f"--thresholds {path}: {name} must be a number >= 0, got {value!r}")
+        limits[name] = value
+    return limits
+
+
+def parse_date(text: str, option: str) -> dt.date:
+    """An ISO date (``2026-11-24``).
+
+    Examples:
+        >>> parse_date("2026-02-01", "--from")
+        datetime.date(2026, 2, 1)
+    """
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option}: expected a date like 2026-11-24, got {text!r}") from None
+
+
+@dataclass
+class AuditResult:
+    """What one audit wrote and found."""
+
+    out: str
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def alert(self) -> bool:
+        return bool(self.summary.get("alert"))
+
+
+def metric_values(figures: Mapping[str, Any], reverify: Mapping[str, Any]
+                  ) -> dict[str, float | None]:
+    """Each threshold metric's value (``None`` when its table is absent or re-verification
+    did not run)."""
+    messages, tasks, agents = figures["messages"], figures["tasks"], figures["agents"]
+    rates = messages.get("rates", {})
+    ran = reverify["mode"] != "off"
+    return {
+        "rejection_rate": rates.get("rejection"),
+        "forged_signature_rate": rates.get("forged_signature"),
+        "replay_rate": rates.get("replay"),
+        "forged_signatures": messages.get("forged_signatures"),
+        "replays": messages.get("replays"),
+        "impersonation_attempts": agents.get("impersonation_attempts"),
+        "identities_impersonated": agents.get("identities_impersonated"),
+        "illegal_transitions": tasks.get("illegal_transitions"),
+        "foreign_reports": tasks.get("foreign_reports"),
+        "reverify_differences": reverify["difference_count"] if ran else None,
+        "reverify_missing": reverify["missing"] if ran else None,
+    }
+
+
+def _read_tables(spark: SparkSession, lake_dir: str
+                 ) -> tuple[dict[str, DataFrame], dict[str, dict[str, Any]]]:
+    """The audited tables present, each read at the version it has now (pinned, so every
+    figure of one table comes from one snapshot), and their versions and row counts."""
+    from pyspark import StorageLevel
+
+    from snap_spark.lake import get_lake
+    from snap_spark.lake.delta_log import open_table
+
+    lake = get_lake(spark)
+    frames: dict[str, DataFrame] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    for name in AUDITED:
+        path = storage.join(lake_dir, name)
+        table = open_table(storage.delta_table_uri(path))
+        if table is None:
+            facts[name] = {"present": False, "version": None, "rows": None}
+            continue
+        version = table.version()
+        # every figure reads the table again: read its files once
+        frames[name] = lake.read(spark, path, version=version).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        facts[name] = {"present": True, "version": version, "rows": frames[name].count()}
+    return frames, facts
+
+
+def _recorded_settings(spark: SparkSession, lake_dir: str) -> dict[str, Any] | None:
+    """The verdict settings of the newest ``messages`` commit that recorded them."""
+    from snap_spark.lake import get_lake
+    from snap_spark.lake.common import marker_info
+
+    path = storage.join(lake_dir, "messages")
+    for commit in get_lake(spark).history(path):
+        info = marker_info(commit.get("userMetadata"))
+        if info and isinstance(info.get("settings"), dict):
+            return dict(info["settings"])
+    return None
+
+
+def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | None = None,
+          reverify_fraction: float | None = None, reverify_all: bool = False,
+          thresholds: Mapping[str, float] | None = None, seed: int | None = None,
+          max_drift: float | None = None, replay_window: float | None = None) -> AuditResult:
+    """Audit the lake at ``lake_dir``; write the report into ``out_dir``.
+
+    Re-verification runs with ``reverify_all`` or a ``reverify_fraction``; its drift and
+    replay windows are ``max_drift``/``replay_window`` when given, else the ones the newest
+    ``messages`` commit recorded, else the spec's.
+
+    Examples:
+        >>> audit(spark, "data/lake", "data/audit", reverify_fraction=0.1)  # doctest: +SKIP
+        AuditResult(out='data/audit', summary={...})
+    """
+    started = time.monotonic()
+    window = window or Window()
+    if not storage.is_dir(lake_dir):
+        raise UsageError(f"--lake {lake_dir}: no such folder")
+    limits = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
+    frames, facts = _read_tables(spark, lake_dir)
+    try:
+        return _audit(spark, lake_dir, out_dir, frames, facts, window=window,
+                      reverify_fraction=reverify_fraction, reverify_all=reverify_all,
+                      limits=limits, seed=seed, max_drift=max_drift,
+                      replay_window=replay_window, started=started)
+    finally:
+        for frame in frames.values():
+            frame.unpersist()
+
+
+def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, DataFrame],
+           facts: dict[str, dict[str, Any]], *, window: Window,
+           reverify_fraction: float | None, reverify_all: bool, limits: dict[str, float],
+           seed: int | None, max_drift: float | None, replay_window: float | None,
+           started: float) -> AuditResult:
+    from pyspark.sql import functions as F
+
+    from snap_spark import __version__
+    from snap_spark.audit import charts, report
+    from snap_spark.audit.figures import all_figures
+    from snap_spark.audit.reverify import ReverifyResult, reverify
+
+    absent = [name for name, fact in facts.items() if not fact["present"]]
+    log(f"audit: tables {', '.join(frames) or 'none'}"
+        + (f"; absent: {', '.join(absent)}" if absent else ""))
+    figures = all_figures(frames, window)
+    log(f"audit: figures computed [{time.monotonic() - started:.1f}s]")
+
+    checked = ReverifyResult()
+    recorded = _recorded_settings(spark, lake_dir) if "messages" in frames else None
+    settings = VerifySettings(
+        max_drift=max_drift if max_drift is not None
+        else float((recorded or {}).get("max_drift", VerifySettings().max_drift)),
+        replay_window=replay_window if replay_window is not None
+        else float((recorded or {}).get("replay_window", VerifySettings().replay_window)),
+    ).validated()
+    if (reverify_all or reverify_fraction is not None) and not {"raw_messages", "messages"
+                                                                } <= set(frames):
+        log("audit: re-verification needs raw_messages and messages; skipped")
+    elif reverify_all or reverify_fraction is not None:
+        seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
+        raw, messages = frames["raw_messages"], frames["messages"]
+        if window.start is not None or window.end is not None:
+            inside = messages.filter(window.on_date(F.col("event_date"))).select(
+                "file_key", "line_no")
+            raw = raw.join(inside, ["file_key", "line_no"], "left_semi")
+        checked = reverify(raw, messages, settings,
+                           fraction=None if reverify_all else reverify_fraction, seed=seed)
+        log(f"audit: re-verified {checked.checked} archived lines, "
+            f"{checked.difference_count} differ [{time.monotonic() - started:.1f}s]")
+    reverified = {
+        "mode": checked.mode, "fraction": checked.fraction,
+        "seed": checked.seed if checked.mode != "off" else None, "checked": checked.checked,
+        "missing": checked.missing, "difference_count": checked.difference_count,
+        "differences": checked.differences,
+        "settings": {"max_drift": settings.max_drift, "replay_window": settings.replay_window},
+    }
+    values = metric_values(figures, reverified)
+    checks = []
+    for name, limit in limits.items():
+        value = values[name]
+        checks.append({"name": name, "measures": METRICS[name], "value": value,
+                       "limit": limit, "crossed": value is not None and value > limit})
+    alert = any(c["crossed"] for c in checks)
+    summary: dict[str, Any] = {
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "snap_spark": __version__, "lake": lake_dir, "window": window.as_record(),
+        "tables": facts, "absent": absent, "figures": figures, "reverify": reverified,
+        "thresholds": checks, "alert": alert, "exit_status": EXIT_ALERT if alert else EXIT_OK,
+    }
+    pictures = charts.render_all(figures)
+    os.makedirs(out_dir, exist_ok=True)
+    for name, png in pictures.items():
+        _write(Path(out_dir) / name, png)
+    _write(Path(out_dir) / "summary.json",
+           json.dumps(summary, indent=2, sort_keys=False, default=str).encode("utf-8"))
+    _write(Path(out_dir) / "report.html", report.render(summary, pictures).encode("utf-8"))
+    log(f"audit: report written to {Path(out_dir) / 'report.html'} "
+        f"[{time.monotonic() - started:.1f}s]")
+    return AuditResult(out=out_dir, summary=summary)
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all (a reader never sees half a report)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    return value
+
+
+def _job() -> Job:
+    from snap_spark.runner import Context
+
+    class Audit(Job):
+        """``jobs/audit.py``."""
+
+        name = "audit"
+        description = ("Audit the Delta tables under --lake: verdict mix, rejections, replay "
+                       "and signature offenders, task anomalies, agent directory changes, "
+                       "and optionally re-verify archived lines; writes report.html, "
+                       "summary.json and PNG charts into --out.")
+        epilog = ("exit status: 0 clean, 3 a threshold was crossed (see summary.json "
+                  "'thresholds'), 2 usage error (nothing written), 1 the lake could not be "
+                  "read. Thresholds: a TOML file with limits under [max], e.g. "
+                  "'[max]\\nreplay_rate = 0.02\\nimpersonation_attempts = 0'; metrics: "
+                  + ", ".join(sorted(METRICS)) + ".")
+
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+            parser.add_argument("--out", required=True, metavar="REPORT_DIR",
+                                help="folder for report.html, summary.json and the charts")
+            parser.add_argument("--from", dest="start", metavar="DATE",
+                                help="first day audited (UTC, inclusive), e.g. 2026-11-01")
+            parser.add_argument("--to", dest="end", metavar="DATE",
+                                help="last day audited (UTC, inclusive)")
+            which = parser.add_mutually_exclusive_group()
+            which.add_argument("--reverify-sample", type=_fraction, metavar="FRACTION",
+                               help="check this share of raw_messages again with the "
+                               "current core, e.g. 0.05")
+            which.add_argument("--reverify-all", action="store_true",
+                               help="check every archived line again")
+            parser.add_argument("--seed", type=int, default=None,
+                                help="seed of the re-verification sample (default: random, "
+                                "recorded in summary.json)")
+            parser.add_argument("--max-drift", type=_seconds, default=None, metavar="S",
+                                help="drift window for re-verification (default: the one "
+                                "the lake's newest messages commit recorded)")
+            parser.add_argument("--replay-window", type=_seconds, default=None, metavar="S",
+                                help="replay window for re-verification (default: likewise)")
+            parser.add_argument("--thresholds", metavar="TOML",
+                                help="alert limits under [max] (defaults: "
+                                + ", ".join(f"{k}={v}" for k, v in DEFAULT_THRESHOLDS.items())
+                                + ")")
+
+        def check(self, context: Context) -> None:
+            args = context.args
+            start = parse_date(args.start, "--from") if args.start else None
+            end = parse_date(args.end, "--to") if args.end else None
+            if start and end and start > end:
+                raise UsageError(f"--from {start} is after --to {end}")
+            args.window = Window(start, end)
+            args.limits = load_thresholds(args.thresholds)
+            try:
+                VerifySettings(max_drift=args.max_drift if args.max_drift is not None else 60,
+                               replay_window=args.replay_window
+                               if args.replay_window is not None else 120).validated()
+            except SettingsError as exc:
+                raise UsageError(str(exc)) from None
+            if not storage.is_dir(context.lake):
+                raise UsageError(f"--lake {context.lake}: no such folder")
+            out = Path(args.out)
+            if out.exists() and not out.is_dir():
+                raise UsageError(f"--out {args.out}: exists and is not a folder")
+
+        def run(self, spark: Any, context: Context) -> AuditResult:
+            args = context.args
+            return audit(spark, context.lake, args.out, window=args.window,
+                         reverify_fraction=args.reverify_sample,
+                         reverify_all=args.reverify_all, thresholds=args.limits,
+                         seed=args.seed, max_drift=args.max_drift,
+                         replay_window=args.replay_window)
+
+        def summary(self, result: Any) -> str:
+            assert isinstance(result, AuditResult)
+            return format_summary(result)
+
+        def exit_code(self, result: Any) -> int:
+            assert isinstance(result, AuditResult)
+            return EXIT_ALERT if result.alert else EXIT_OK
+
+    return Audit()
+
+
+def format_summary(result: AuditResult) -> str:
+    """The lines printed at the end of a run: the report's place and each crossed limit."""
+    summary = result.summary
+    lines = [f"report: {Path(result.out).resolve() / 'report.html'}"]
+    messages = summary["figures"]["messages"]
+    if messages:
+        lines.append(f"messages: {messages['total']}   valid: {messages['valid']}   "
+                     f"rejected: {messages['rejected']}")
+    if summary["absent"]:
+        lines.append(f"absent tables: {', '.join(summary['absent'])}")
+    for check in summary["thresholds"]:
+        if check["crossed"]:
+            lines.append(f"ALERT {check['name']} = {check['value']:.6g} > {check['limit']:g}")
+    lines.append("alert: thresholds crossed (exit 3)" if summary["alert"]
+                 else "clean: no threshold crossed")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``jobs/audit.py``."""
+    from snap_spark.runner import main as run_job
+
+    return run_job(_job(), argv)

@@ -1,0 +1,222 @@
+"""The audit's ``report.html``: one self-contained page (inline CSS, charts as data URIs)
+that opens from disk and reads on a laptop screen; every number in it comes from the
+summary (``summary.json``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from snap_spark.audit.charts import short
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #212529;
+       margin: 0; background: #f8f9fa; }
+main { max-width: 980px; margin: 0 auto; padding: 24px 20px 60px; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 20px; margin: 0 0 10px; border-bottom: 2px solid #dee2e6; padding-bottom: 4px; }
+section { background: #fff; border: 1px solid #dee2e6; border-radius: 8px; padding: 16px 18px;
+          margin: 18px 0; }
+.meta { color: #495057; font-size: 13px; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; }
+.card { border-radius: 6px; padding: 8px 12px; min-width: 170px; border: 1px solid #ced4da; }
+.card b { display: block; font-size: 20px; }
+.ok { background: #ebfbee; border-color: #8ce99a; }
+.alert { background: #fff5f5; border-color: #ffa8a8; }
+.idle { background: #f1f3f5; color: #868e96; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 8px 0; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e9ecef;
+         vertical-align: top; }
+th { background: #f1f3f5; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 12px; word-break: break-all; }
+img { max-width: 100%; height: auto; display: block; margin: 6px 0; }
+.note { color: #868e96; font-style: italic; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}">'
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = ()
+           ) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="n">{_e(v)}</td>' if i in numeric else f"<td>{v}</td>"
+            for i, v in enumerate(row))
+        body.append(f"<tr>{cells}</tr>")
+    if not body:
+        return '<p class="note">none</p>'
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _ids(ids: Iterable[Any] | None) -> str:
+    return " ".join(f"<code>{_e(i)}</code>" for i in (ids or []))
+
+
+def _addr(address: Any) -> str:
+    return f'<code title="{_e(address)}">{_e(address) if address else "(no sender)"}</code>'
+
+
+def _section(ident: str, title: str, body: str) -> str:
+    return f'<section id="{ident}"><h2>{_e(title)}</h2>{body}</section>'
+
+
+def _absent(summary: Mapping[str, Any], *names: str) -> str:
+    missing = [n for n in names if n in summary.get("absent", [])]
+    if not missing:
+        return ""
+    return f'<p class="note">Absent from the lake: {", ".join(missing)}.</p>'
+
+
+def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
+    """The whole page for ``summary`` (``summary.json``'s content) and the chart PNGs."""
+    messages = summary["figures"]["messages"]
+    tasks = summary["figures"]["tasks"]
+    agents = summary["figures"]["agents"]
+    reverify = summary["reverify"]
+    window = summary["window"]
+    span = (f"{window['from'] or 'the beginning'} to {window['to'] or 'now'}"
+            if window["from"] or window["to"] else "everything in the lake")
+
+    cards = []
+    for check in summary["thresholds"]:
+        state = ("idle" if check["value"] is None else "alert" if check["crossed"] else "ok")
+        value = "not measured" if check["value"] is None else _fmt(check["value"])
+        cards.append(f'<div class="card {state}">{_e(check["name"])}<b>{_e(value)}</b>'
+                     f'limit {_e(_fmt(check["limit"]))}</div>')
+    verdict = ("ALERT: a threshold was crossed" if summary["alert"]
+               else "clean: no threshold crossed")
+    overview = (
+        f'<p><b>{_e(verdict)}</b> (exit status {summary["exit_status"]}).</p>'
+        f'<div class="cards">{"".join(cards)}</div>'
+        + _table(["table", "present", "version", "rows"],
+                 ([_e(name), "yes" if t["present"] else "<b>absent</b>",
+                   _e(t["version"]), _e(t["rows"])]
+                  for name, t in summary["tables"].items()), numeric=(2, 3)))
+
+    parts = [
+        f"<h1>snap-spark audit</h1><p class=\"meta\">lake <code>{_e(summary['lake'])}</code>"
+        f" · window: {_e(span)} · generated {_e(summary['generated_at'])} · snap-spark "
+        f"{_e(summary['snap_spark'])}</p>",
+        _section("overview", "At a glance", overview),
+    ]
+
+    if messages:
+        totals = (f"<p>{messages['total']:,} messages: {messages['valid']:,} valid, "
+                  f"{messages['rejected']:,} rejected ({_pct(messages['rates']['rejection'])})"
+                  f"; {messages['forged_signatures']:,} forged signatures, "
+                  f"{messages['replays']:,} replay attempts.</p>")
+        by_code = _table(["code", "name", "messages"],
+                         ([_e(r["code"]), _e(r["name"]), r["count"]]
+                          for r in messages["by_code"]), numeric=(2,))
+    else:
+        totals, by_code = "", ""
+    parts.append(_section("verdicts", "Verdicts over time", totals
+                          + _img(charts["verdict_mix.png"], "verdict mix per day")
+                          + _img(charts["rejections_by_code.png"], "rejections by code per day")
+                          + by_code + _absent(summary, "messages")))
+
+    senders = messages.get("senders") or {}
+
+    def offenders(key: str, metric: str) -> str:
+        return _table(["sender", metric, "messages", "message ids"],
+                      ([_addr(r["sender"]), r[metric], r["messages"], _ids(r["examples"])]
+                       for r in senders.get(key) or []), numeric=(1, 2))
+
+    parts.append(_section(
+        "senders", "Top senders by rejections and replay attempts",
+        _img(charts["top_senders.png"], "top senders")
+        + "<h3>Most rejections</h3>" + offenders("by_rejections", "rejections")
+        + "<h3>Most replay attempts (2006)</h3>" + offenders("by_replays", "replays")
+        + _absent(summary, "messages")))
+    parts.append(_section(
+        "signatures", "Signature failures by sender",
+        _img(charts["signature_failures.png"], "signature failures by sender")
+        + _table(["sender", "forged (2001)", "missing (2002)", "message ids"],
+                 ([_addr(r["sender"]), r["forged"], r["unsigned"], _ids(r["examples"])]
+                  for r in senders.get("by_signature_failures") or []), numeric=(1, 2))
+        + _absent(summary, "messages")))
+
+    task_text = ""
+    if "tasks" in tasks or "reports" in tasks:
+        task_text = (f"<p>{tasks.get('tasks', 0):,} tasks; {tasks.get('reports', 0):,} state "
+                     f"reports, of which {tasks.get('illegal_transitions', 0):,} illegal "
+                     f"transitions and {tasks.get('foreign_reports', 0):,} from someone other "
+                     "than the task's owner.</p>")
+    parts.append(_section(
+        "tasks", "Task states and illegal transitions",
+        task_text + _img(charts["tasks.png"], "tasks by state and illegal transitions")
+        + "<h3>Tasks with the most anomalies</h3>"
+        + _table(["task", "illegal transitions", "foreign reports", "message ids"],
+                 ([f"<code>{_e(r['task_id'])}</code>", r["illegal"], r["foreign"],
+                   _ids(r["examples"])] for r in tasks.get("worst_tasks") or []),
+                 numeric=(1, 2))
+        + _absent(summary, "tasks", "task_events")))
+
+    agent_text = ""
+    if "per_identity" in agents:
+        agent_text = (f"<p>{agents.get('identities', 0):,} identities in the directory; in the "
+                      f"window {agents['new_identities']:,} new, {agents['updated_cards']:,} "
+                      f"updated cards, {agents['impersonation_attempts']:,} impersonation "
+                      f"attempts against {agents['identities_impersonated']:,} identities."
+                      "</p>")
+    parts.append(_section(
+        "agents", "Agent directory changes",
+        agent_text + _img(charts["agent_directory.png"], "agent directory changes")
+        + _table(["identity", "new", "updated", "impersonation attempts", "card events"],
+                 ([_addr(r["identity"]), r["new"], r["updated"], r["impersonations"],
+                   _ids(r["examples"])] for r in agents.get("per_identity") or []),
+                 numeric=(1, 2, 3))
+        + (_table(["Nostr event verdict", "events"],
+                  ([_e(k), v] for k, v in agents["nostr_events_by_verdict"].items()),
+                  numeric=(1,)) if agents.get("nostr_events_by_verdict") else "")
+        + _absent(summary, "agent_cards", "agent_card_history", "nostr_events")))
+
+    if reverify["mode"] == "off":
+        body = '<p class="note">Not run (--reverify-sample F or --reverify-all).</p>'
+    else:
+        body = (f"<p>{reverify['checked']:,} archived lines of <code>raw_messages</code> "
+                f"checked again ({_e(reverify['mode'])}, fraction {reverify['fraction']}, "
+                f"seed {reverify['seed']}); <b>{reverify['difference_count']:,}</b> verdicts "
+                f"differ from <code>messages</code>; {reverify['missing']:,} lines have no "
+                "messages row.</p>"
+                + _table(["file", "line", "message id", "stored", "today", "reason today"],
+                         ([f"<code>{_e(d['source_file'])}</code>", d["line_no"],
+                           f"<code>{_e(d['msg_id'])}</code>", _e(d["stored_name"]),
+                           _e(d["name"]), _e(d["detail"])] for d in reverify["differences"]),
+                         numeric=(1,)))
+        if reverify["difference_count"] > len(reverify["differences"]):
+            body += (f'<p class="note">The first {len(reverify["differences"])} are listed;'
+                     " summary.json has the count.</p>")
+    parts.append(_section("reverify", "Re-verification of the archive", body
+                          + _absent(summary, "raw_messages")))
+    title = f"snap-spark audit — {_e(span)}"
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{CSS}</style></head><body><main>"
+            + "".join(parts) + "</main></body></html>")
+
+
+def _pct(rate: float) -> str:
+    return f"{rate * 100:.2f} %"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return _pct(value) if value < 1 else f"{value:g}"
+    return str(value)
+
+
+__all__ = ["render", "short"]

@@ -1,0 +1,426 @@
+"""jobs/audit.py on a lake the real jobs wrote: every figure of summary.json against counts
+computed here from the tables (read by delta-rs, counted in plain Python), re-verification
+against the pure-Python checker, exit statuses, and the report opened in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from snap_spark.audit import audit
+from snap_spark.audit.figures import Window
+from snap_spark.audit.job import DEFAULT_THRESHOLDS, main
+from snap_spark.audit.reverify import reverify
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.errors import ERROR_NAMES
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.settings import VerifySettings
+from tests.operate.conftest import FullLake
+
+pytestmark = [pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP = 10
+
+
+def rows(lake: Path, name: str) -> list[dict[str, Any]]:
+    return DeltaTable(str(lake / name)).to_pyarrow_table().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def audited(spark: Any, full_lake: FullLake, tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("audit")
+    result = audit(spark, str(full_lake.lake), str(out), reverify_all=True)
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(result.summary, default=str))
+    return on_disk, out
+
+
+def ranked(groups: dict[Any, dict[str, Any]], metric: Any, ids: str) -> list[tuple[Any, ...]]:
+    """Top senders as the audit defines them: by the metric, then the sender (no sender
+    first); the first three of the group's distinct message ids."""
+    scored = [(metric(g), sender, sorted(g[ids])[:3]) for sender, g in groups.items()
+              if metric(g) > 0]
+    scored.sort(key=lambda t: (-t[0], t[1] is not None, t[1] or ""))
+    return [(sender, score, examples) for score, sender, examples in scored[:TOP]]
+
+
+def test_message_figures_equal_independent_counts(audited: tuple[dict[str, Any], Path],
+                                                  full_lake: FullLake) -> None:
+    summary, _ = audited
+    messages = rows(full_lake.lake, "messages")
+    figures = summary["figures"]["messages"]
+    codes = Counter(m["error_code"] for m in messages)
+    assert figures["total"] == len(messages)
+    assert figures["valid"] == codes[None]
+    assert figures["rejected"] == len(messages) - codes[None]
+    assert figures["forged_signatures"] == codes[2001]
+    assert figures["missing_signatures"] == codes[2002]
+    assert figures["replays"] == codes[2006] > 0
+    assert figures["rates"]["forged_signature"] == pytest.approx(codes[2001] / len(messages))
+    assert figures["by_code"] == [{"code": c, "name": ERROR_NAMES[c], "count": n}
+                                  for c, n in sorted((c, n) for c, n in codes.items() if c)]
+    daily: dict[str, Counter[str]] = defaultdict(Counter)
+    daily_codes: Counter[tuple[str, int]] = Counter()
+    for m in messages:
+        day = m["event_date"].isoformat()
+        daily[day][m["verdict"]] += 1
+        if m["error_code"] is not None:
+            daily_codes[(day, m["error_code"])] += 1
+    assert figures["daily"] == [{"date": d, "valid": c["valid"], "rejected": c["rejected"]}
+                                for d, c in sorted(daily.items())]
+    assert figures["daily_by_code"] == [{"date": d, "code": c, "count": n}
+                                        for (d, c), n in sorted(daily_codes.items())]
+
+    groups: dict[Any, dict[str, Any]] = defaultdict(lambda: {
+        "rejections": 0, "replays": 0, "forged": 0, "unsigned": 0, "messages": 0,
+        "rejected_ids": set(), "replay_ids": set(), "signature_ids": set()})
+    for m in messages:
+        g = groups[m["sender"]]
+        g["messages"] += 1
+        code, msg_id = m["error_code"], m["msg_id"]
+        if code is not None:
+            g["rejections"] += 1
+            if msg_id is not None:
+                g["rejected_ids"].add(msg_id)
+        if code == 2006:
+            g["replays"] += 1
+            g["replay_ids"].add(msg_id)
+        if code in (2001, 2002):
+            g["forged" if code == 2001 else "unsigned"] += 1
+            if msg_id is not None:
+                g["signature_ids"].add(msg_id)
+    senders = figures["senders"]
+
+    def got(key: str, metric: Any) -> list[tuple[Any, ...]]:
+        return [(r["sender"], metric(r), r["examples"]) for r in senders[key]]
+
+    assert got("by_rejections", lambda r: r["rejections"]) == ranked(
+        groups, lambda g: g["rejections"], "rejected_ids")
+    assert got("by_replays", lambda r: r["replays"]) == ranked(
+        groups, lambda g: g["replays"], "replay_ids")
+    assert got("by_signature_failures", lambda r: r["forged"] + r["unsigned"]) == ranked(
+        groups, lambda g: g["forged"] + g["unsigned"], "signature_ids")
+    for r in senders["by_rejections"]:
+        assert r["messages"] == groups[r["sender"]]["messages"]
+
+
+def test_task_and_agent_figures_equal_independent_counts(
+        audited: tuple[dict[str, Any], Path], full_lake: FullLake) -> None:
+    summary, _ = audited
+    tasks = rows(full_lake.lake, "tasks")
+    events = rows(full_lake.lake, "task_events")
+    figures = summary["figures"]["tasks"]
+    assert figures["tasks"] == len(tasks)
+    assert figures["by_state"] == dict(sorted(Counter(t["state"] or "none"
+                                                      for t in tasks).items()))
+    anomalies = Counter(e["anomaly"] for e in events)
+    assert figures["reports"] == len(events)
+    assert figures["illegal_transitions"] == anomalies["illegal_transition"] > 0
+    assert figures["foreign_reports"] == anomalies["non_owner"] > 0
+    # the tasks table's own counters tell the same story
+    assert sum(t["illegal_transitions"] for t in tasks) == anomalies["illegal_transition"]
+    illegal = Counter((e["previous_state"] or "none", e["new_state"]) for e in events
+                      if e["anomaly"] == "illegal_transition")
+    assert figures["illegal_by_transition"] == [
+        {"from": a, "to": b, "count": n}
+        for (a, b), n in sorted(illegal.items(), key=lambda kv: (-kv[1], kv[0]))]
+    per_task: dict[str, list[Any]] = defaultdict(lambda: [0, 0, set()])
+    for e in events:
+        if e["anomaly"]:
+            entry = per_task[e["task_id"]]
+            entry[0 if e["anomaly"] == "illegal_transition" else 1] += 1
+            entry[2].add(e["message_id"])
+    worst = sorted(per_task.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:TOP]
+    assert figures["worst_tasks"] == [
+        {"task_id": t, "illegal": i, "foreign": f, "examples": sorted(ids)[:3]}
+        for t, (i, f, ids) in worst]
+
+    history = rows(full_lake.lake, "agent_card_history")
+    agents = summary["figures"]["agents"]
+    assert agents["identities"] == len(rows(full_lake.lake, "agent_cards"))
+    assert agents["nostr_events_by_verdict"] == dict(sorted(Counter(
+        e["verdict"] for e in rows(full_lake.lake, "nostr_events")).items()))
+    assert agents["history_by_verdict"] == dict(sorted(Counter(
+        h["verdict"] for h in history).items()))
+    accepted: dict[str, int] = Counter(h["identity"] for h in history
+                                       if h["verdict"] in ("valid", "superseded"))
+    impersonations = Counter(h["identity"] for h in history
+                             if h["verdict"] == "identity_mismatch")
+    expected = {identity: (1 if accepted[identity] else 0,
+                           max(accepted[identity] - 1, 0), impersonations[identity])
+                for identity in {h["identity"] for h in history}}
+    assert {r["identity"]: (r["new"], r["updated"], r["impersonations"])
+            for r in agents["per_identity"]} == expected
+    assert agents["impersonation_attempts"] == sum(impersonations.values()) > 0
+    assert agents["identities_impersonated"] == len(impersonations)
+
+
+def test_table_versions_thresholds_and_clean_reverification(
+        audited: tuple[dict[str, Any], Path], full_lake: FullLake) -> None:
+    summary, out = audited
+    for name, facts in summary["tables"].items():
+        table = DeltaTable(str(full_lake.lake / name))
+        assert facts == {"present": True, "version": table.version(),
+                         "rows": table.to_pyarrow_table().num_rows}
+    assert summary["absent"] == []
+    # every archived line checked again; the lake was landed by the current core
+    assert summary["reverify"]["checked"] == summary["tables"]["raw_messages"]["rows"]
+    assert summary["reverify"]["difference_count"] == summary["reverify"]["missing"] == 0
+    values = {t["name"]: t for t in summary["thresholds"]}
+    assert set(values) == set(DEFAULT_THRESHOLDS)
+    figures = summary["figures"]
+    assert values["impersonation_attempts"]["value"] == figures["agents"][
+        "impersonation_attempts"]
+    for check in values.values():
+        assert check["crossed"] == (check["value"] > check["limit"])
+    assert summary["alert"] is True and summary["exit_status"] == 3
+    for chart in ("verdict_mix", "rejections_by_code", "top_senders", "signature_failures",
+                  "tasks", "agent_directory"):
+        assert (out / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _corrupt(lake: Path, how_many: int) -> dict[tuple[str, int], int | None]:
+    """Rewrite ``messages`` with the verdicts of a few lines flipped (valid ↔ 2001), as
+    silent corruption would; returns each flipped line's true code."""
+    table = DeltaTable(str(lake / "messages")).to_pyarrow_table()
+    data = table.to_pylist()
+    flipped: dict[tuple[str, int], int | None] = {}
+    for row in data:
+        if len(flipped) == how_many:
+            break
+        if row["error_code"] in (None, 2001) and row["msg_id"]:
+            flipped[(row["source_file"], row["line_no"])] = row["error_code"]
+            if row["error_code"] is None:
+                row.update(verdict="rejected", error_code=2001,
+                           error_name=ERROR_NAMES[2001], error_detail="flipped")
+            else:
+                row.update(verdict="valid", error_code=None, error_name=None,
+                           error_detail=None)
+    write_deltalake(str(lake / "messages"), pa.Table.from_pylist(data, schema=table.schema),
+                    mode="overwrite", partition_by=["event_date"])
+    return flipped
+
+
+def test_reverification_lists_corrupted_and_rule_changed_verdicts(
+        spark: Any, full_lake: FullLake, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    shutil.copytree(full_lake.lake, lake)
+    flipped = _corrupt(lake, 4)
+    result = audit(spark, str(lake), str(tmp_path / "all"), reverify_all=True).summary
+    found = {(d["source_file"], d["line_no"]): d for d in result["reverify"]["differences"]}
+    assert set(found) == set(flipped)
+    for key, code in flipped.items():
+        assert found[key]["code"] == code
+        assert found[key]["stored_code"] == (2001 if code is None else None)
+    assert result["alert"] and {t["name"] for t in result["thresholds"] if t["crossed"]} >= {
+        "reverify_differences"}
+
+    # a sample sees a subset of them, the same one for the same seed
+    def tables(at: Path) -> tuple[Any, Any]:
+        from snap_spark.lake import get_lake
+
+        read = get_lake(spark).read
+        return read(spark, str(at / "raw_messages")), read(spark, str(at / "messages"))
+
+    sampled = [reverify(*tables(lake), VerifySettings(), fraction=0.4, seed=11)
+               for _ in range(2)]
+    assert sampled[0] == sampled[1]
+    total = result["reverify"]["checked"]
+    assert 0.25 * total < sampled[0].checked < 0.55 * total
+    assert {(d["source_file"], d["line_no"]) for d in sampled[0].differences} <= set(flipped)
+
+    # a rule that changed: a 5 s drift window instead of 60 s, decided independently by the
+    # pure-Python checker over the archived lines in the lake's own order
+    raw = sorted(rows(full_lake.lake, "raw_messages"),
+                 key=lambda r: (r["source_file"], r["line_no"]))
+    lines = [r["raw_bytes"] if r["raw_bytes"] is not None else r["raw_text"].encode()
+             for r in raw]
+    before = check_lines(lines, ReceiptClock.refuse())
+    after = check_lines(lines, ReceiptClock.refuse(), max_drift=5)
+    changed = {(r["source_file"], r["line_no"]): b.error_code
+               for r, a, b in zip(raw, before, after, strict=True)
+               if a.error_code != b.error_code}
+    assert changed
+    drift = reverify(*tables(full_lake.lake), VerifySettings(max_drift=5), fraction=None)
+    assert drift.checked == len(raw)
+    assert {(d["source_file"], d["line_no"]): d["code"] for d in drift.differences} == changed
+
+
+def test_absent_tables_are_named_and_the_window_cuts(spark: Any, full_lake: FullLake,
+                                                      tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for name in ("messages", "raw_messages"):
+        shutil.copytree(full_lake.lake / name, lake / name)
+    out = tmp_path / "out"
+    messages = rows(lake, "messages")
+    days = sorted({m["event_date"] for m in messages})
+    first = days[0]
+    summary = audit(spark, str(lake), str(out), window=Window(first, first)).summary
+    assert summary["absent"] == ["tasks", "task_events", "nostr_events", "agent_cards",
+                                 "agent_card_history"]
+    assert summary["figures"]["tasks"] == {} and summary["figures"]["agents"] == {}
+    assert summary["figures"]["messages"]["total"] == sum(
+        1 for m in messages if m["event_date"] == first)
+    assert summary["window"] == {"from": first.isoformat(), "to": first.isoformat()}
+    not_measured = {t["name"] for t in summary["thresholds"] if t["value"] is None}
+    assert not_measured == {"impersonation_attempts", "illegal_transitions",
+                            "reverify_differences"}
+    html = (out / "report.html").read_text()
+    assert "Absent from the lake: tasks, task_events" in html
+    # a lake folder with no table at all still gets a report
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = audit(spark, str(empty), str(tmp_path / "out2")).summary
+    assert len(nothing["absent"]) == 7 and not nothing["alert"]
+    assert (tmp_path / "out2" / "report.html").exists()
+
+
+def test_exit_status_and_usage_errors(spark: Any, full_lake: FullLake, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    lake = str(full_lake.lake)
+    lenient = tmp_path / "lenient.toml"
+    lenient.write_text("[max]\nforged_signature_rate = 0.5\nimpersonation_attempts = 100\n"
+                       "illegal_transitions = 100\nreplay_rate = 0.5\n")
+    assert main(["--lake", lake, "--out", str(tmp_path / "clean"), "--thresholds",
+                 str(lenient)]) == 0
+    assert "clean: no threshold crossed" in capsys.readouterr().out
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[max]\nreplays = 0\n")
+    assert main(["--lake", lake, "--out", str(tmp_path / "alert"), "--thresholds",
+                 str(strict), "--conf", "spark.sql.shuffle.partitions=2"]) == 3
+    printed = capsys.readouterr().out
+    assert "ALERT replays = " in printed and "report: " in printed
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text("[max]\nnope = 1\n")
+    negative = tmp_path / "neg.toml"
+    negative.write_text("[max]\nreplay_rate = -1\n")
+    for argv, message in (
+            (["--from", "2026-13-01"], "--from"),
+            (["--from", "2026-02-02", "--to", "2026-02-01"], "is after"),
+            (["--thresholds", str(bad_toml)], "unknown metric 'nope'"),
+            (["--thresholds", str(negative)], "must be a number >= 0"),
+            (["--thresholds", str(tmp_path / "absent.toml")], "--thresholds"),
+            (["--max-drift", "nan", "--reverify-all"], "max"),
+    ):
+        out = tmp_path / "never"
+        assert main(["--lake", lake, "--out", str(out), *argv]) == 2, argv
+        assert message in capsys.readouterr().err
+        assert not out.exists()
+    assert main(["--lake", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    for argv in (["--reverify-sample", "0"], ["--reverify-sample", "1.5"],
+                 ["--reverify-all", "--reverify-sample", "0.1"]):
+        with pytest.raises(SystemExit) as stop:
+            main(["--lake", lake, "--out", str(tmp_path / "y"), *argv])
+        assert stop.value.code == 2
+
+
+# -- the report in a browser -------------------------------------------------------------
+
+SECTIONS = ("overview", "verdicts", "senders", "signatures", "tasks", "agents", "reverify")
+#: Sections that hold a chart, and the least share of coloured pixels their screenshot has.
+CHARTED = {"verdicts", "senders", "signatures", "tasks", "agents"}
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "headless Chromium is missing: `make test` installs Debian's chromium"
+    return found
+
+
+def screenshot(html: Path, png: Path, height: int = 2600) -> Any:
+    from PIL import Image
+
+    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                    "--disable-background-networking", "--hide-scrollbars",
+                    f"--window-size=1100,{height}", f"--screenshot={png}", html.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    return Image.open(png).convert("RGB")
+
+
+def ink(image: Any) -> tuple[float, float]:
+    """Shares of the picture that are text-like (dark) and chart-like (saturated colour)."""
+    pixels = list(image.get_flattened_data())
+    dark = sum(1 for r, g, b in pixels if max(r, g, b) < 120)
+    colour = sum(1 for r, g, b in pixels if max(r, g, b) - min(r, g, b) > 90)
+    return dark / len(pixels), colour / len(pixels)
+
+
+def section_inks(report: Path, work: Path, sections: tuple[str, ...] = SECTIONS
+                 ) -> dict[str, tuple[float, float]]:
+    """Each section alone on the page (the others hidden by one added style rule),
+    rendered by Chromium; the ink of each screenshot."""
+    html = report.read_text()
+    inks = {}
+    for section in sections:
+        alone = work / f"{section}.html"
+        hide = (f"<style>section:not(#{section}) {{ display: none }} "
+                "h1, .meta { display: none }</style>")
+        alone.write_text(html.replace("</head>", hide + "</head>"))
+        inks[section] = ink(screenshot(alone, work / f"{section}.png", height=1400))
+    return inks
+
+
+def assert_readable(inks: dict[str, tuple[float, float]]) -> None:
+    for section, (dark, colour) in inks.items():
+        assert dark > 0.002, f"section {section} shows no text"
+        if section in CHARTED:
+            assert colour > 0.01, f"section {section} shows no chart"
+
+
+@pytest.mark.slow
+def test_report_renders_in_chromium_with_every_section_and_chart(
+        audited: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
+    _, out = audited
+    report = out / "report.html"
+    html = report.read_text()
+    assert "<link" not in html and "<script" not in html and 'src="http' not in html
+    assert html.count('src="data:image/png;base64,') == 6
+    whole = screenshot(report, tmp_path / "whole.png", height=3000)
+    assert whole.size == (1100, 3000)
+    inks = section_inks(report, tmp_path)
+    assert_readable(inks)
+    # the check fails when a chart goes missing or a section is empty
+    start = html.index('<section id="tasks">')
+    img = html.index("<img", start)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "report.html").write_text(html[:img] + html[html.index(">", img) + 1:])
+    with pytest.raises(AssertionError, match="section tasks shows no chart"):
+        assert_readable(section_inks(broken / "report.html", broken, ("tasks",)))
+
+
+@pytest.mark.slow
+def test_the_job_under_spark_submit(full_lake: FullLake, tmp_path: Path) -> None:
+    """The entry point a scheduler calls: exit 3 on the sample's planted attacks, the
+    report's path on stdout, the figures equal to the in-process run's."""
+    out = tmp_path / "report"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-rs",
+         str(ROOT / "jobs" / "audit.py"), "--lake", str(full_lake.lake), "--out", str(out),
+         "--reverify-sample", "0.2", "--seed", "3", "--from", "2000-01-01",
+         "--to", dt.date.today().isoformat()],
+        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert f"report: {out / 'report.html'}" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reverify"]["seed"] == 3 and summary["reverify"]["mode"] == "sample"
+    assert summary["figures"]["messages"]["total"] == len(rows(full_lake.lake, "messages"))
