@@ -3,9 +3,11 @@ of the archive, charts, a self-contained HTML report, ``summary.json`` and an ex
 for schedulers. It adds no rule of its own: verdicts come from :mod:`snap_spark.protocol`
 through the batch job's own checker and replay fold.
 
-Examples:
-    >>> from snap_spark.audit import audit
-    >>> audit(spark, "data/lake", "data/audit", reverify_fraction=0.05)  # doctest: +SKIP
+Example (a SparkSession ``spark``)::
+
+    from snap_spark.audit import audit
+    result = audit(spark, "data/lake", "data/audit", reverify_fraction=0.05)
+    result.alert, result.summary["figures"]["messages"]["rejected"]
 """
 
 from snap_spark.audit.job import DEFAULT_THRESHOLDS, METRICS, AuditResult, audit, main

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from snap_spark.protocol.errors import ERROR_NAMES
 
@@ -119,6 +120,7 @@ def _barh(ax: Axes, labels: Sequence[str], values: Sequence[int], colour: str,
     ax.set_yticks(positions)
     ax.set_yticklabels(labels, fontsize=8, family="monospace")
     ax.set_title(title, fontsize=10)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for y, v in zip(positions, values, strict=True):
         ax.text(v, y, f" {v}", va="center", fontsize=8)
 
@@ -155,6 +157,7 @@ def signature_failures(messages: Mapping[str, Any]) -> bytes:
     ax.set_yticks(positions)
     ax.set_yticklabels(labels, fontsize=8, family="monospace")
     ax.set_title("Signature failures by sender")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8, loc="lower right")
     return _png(fig)
 
@@ -197,6 +200,7 @@ def agent_directory(agents: Mapping[str, Any]) -> bytes:
     ax.set_yticklabels([short(r["identity"], 22) for r in rows], fontsize=8,
                        family="monospace")
     ax.set_title("Agent directory changes per identity")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8, loc="lower right")
     return _png(fig)
 

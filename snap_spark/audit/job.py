@@ -196,9 +196,11 @@ def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | 
     replay windows are ``max_drift``/``replay_window`` when given, else the ones the newest
     ``messages`` commit recorded, else the spec's.
 
-    Examples:
-        >>> audit(spark, "data/lake", "data/audit", reverify_fraction=0.1)  # doctest: +SKIP
-        AuditResult(out='data/audit', summary={...})
+    Example::
+
+        result = audit(spark, "data/lake", "data/audit", reverify_fraction=0.1)
+        result.alert                     # True when a threshold was crossed
+        result.summary["thresholds"]     # each metric, its value and limit
     """
     started = time.monotonic()
     window = window or Window()

@@ -93,9 +93,11 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
     cards = []
     for check in summary["thresholds"]:
         state = ("idle" if check["value"] is None else "alert" if check["crossed"] else "ok")
-        value = "not measured" if check["value"] is None else _fmt(check["value"])
-        cards.append(f'<div class="card {state}">{_e(check["name"])}<b>{_e(value)}</b>'
-                     f'limit {_e(_fmt(check["limit"]))}</div>')
+        rate = check["name"].endswith("_rate")
+        value = "not measured" if check["value"] is None else _fmt(check["value"], rate)
+        cards.append(f'<div class="card {state}" title="{_e(check["measures"])}">'
+                     f'{_e(check["name"])}<b>{_e(value)}</b>'
+                     f'limit {_e(_fmt(check["limit"], rate))}</div>')
     verdict = ("ALERT: a threshold was crossed" if summary["alert"]
                else "clean: no threshold crossed")
     overview = (
@@ -213,10 +215,8 @@ def _pct(rate: float) -> str:
     return f"{rate * 100:.2f} %"
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return _pct(value) if value < 1 else f"{value:g}"
-    return str(value)
+def _fmt(value: Any, rate: bool) -> str:
+    return _pct(value) if rate else f"{value:g}"
 
 
 __all__ = ["render", "short"]
