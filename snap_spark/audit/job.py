@@ -231,7 +231,10 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
     from snap_spark.audit.reverify import ReverifyResult, reverify
 
     absent = [name for name, fact in facts.items() if not fact["present"]]
-    log(f"audit: tables {', '.join(frames) or 'none'}"
+    from snap_spark.lake import get_lake
+
+    log(f"audit: lake={lake_dir} backend={get_lake(spark).name}; tables "
+        f"{', '.join(frames) or 'none'}"
         + (f"; absent: {', '.join(absent)}" if absent else ""))
     figures = all_figures(frames, window)
     log(f"audit: figures computed [{time.monotonic() - started:.1f}s]")

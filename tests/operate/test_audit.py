@@ -401,15 +401,20 @@ def test_report_renders_in_chromium_with_every_section_and_chart(
 
 @pytest.mark.slow
 def test_the_job_under_spark_submit(full_lake: FullLake, tmp_path: Path) -> None:
-    """The entry point a scheduler calls: exit 3 on the sample's planted attacks, the
-    report's path on stdout, the figures equal to the in-process run's."""
+    """The entry point a scheduler calls, as ``make audit`` calls it (delta-spark with the
+    cached JARs): exit 3 on the sample's planted attacks, the report's path on stdout."""
+    from snap_spark import delta_jars
+
+    jars = delta_jars.available()
+    assert jars, "Delta's JARs are not cached: make setup fetches them"
     out = tmp_path / "report"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1")
     done = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-rs",
-         str(ROOT / "jobs" / "audit.py"), "--lake", str(full_lake.lake), "--out", str(out),
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-spark",
+         "--jars", ",".join(jars), str(ROOT / "jobs" / "audit.py"),
+         "--lake", str(full_lake.lake), "--out", str(out),
          "--reverify-sample", "0.2", "--seed", "3", "--from", "2000-01-01",
          "--to", dt.date.today().isoformat()],
         capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
@@ -419,3 +424,5 @@ def test_the_job_under_spark_submit(full_lake: FullLake, tmp_path: Path) -> None
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reverify"]["seed"] == 3 and summary["reverify"]["mode"] == "sample"
     assert summary["figures"]["messages"]["total"] == len(rows(full_lake.lake, "messages"))
+    # spark-submit's Python runner merges the driver's stderr (progress) into stdout
+    assert "backend=delta-spark" in done.stdout
