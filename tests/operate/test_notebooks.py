@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ NOSTR_TABLES = ("nostr_events", "agent_card_history", "agent_cards")
 BATCH_FIGURES = ("messages_by_verdict", "rejections_by_code", "tasks_by_state", "stuck_tasks",
                  "lake_clock", "illegal_transitions", "tasks_with_illegal_transitions",
                  "most_rejected_sender", "most_rejected_sender_rejections",
-                 "most_rejected_sender_messages")
+                 "most_rejected_sender_messages", "time_in_state")
 NOSTR_FIGURES = ("standing_cards", "skill_offers", "impersonated_identities",
                  "impersonation_attempts")
 
@@ -134,8 +135,19 @@ def _expected(lake: Path, stuck_after: int) -> dict[str, Any]:
     sender = min(by_sender, key=lambda s: (-by_sender[s], s))
     clock = max(m["timestamp"] for m in messages if m["verdict"] == "valid")
 
-    events = rows("task_events", "task_id", "anomaly", "timestamp")
+    events = rows("task_events", "task_id", "seq", "new_state", "applied", "anomaly",
+                  "timestamp")
     illegal = [e for e in events if e["anomaly"] == "illegal_transition"]
+    moves: dict[str, list[dict[str, Any]]] = {}
+    for event in sorted(events, key=lambda e: (e["task_id"], e["seq"])):
+        if event["applied"]:
+            moves.setdefault(event["task_id"], []).append(event)
+    stays: dict[str, dict[str, int]] = {}
+    for task_moves in moves.values():
+        for entered, left in pairwise(task_moves):
+            stay = stays.setdefault(entered["new_state"], {"stays": 0, "total_seconds": 0})
+            stay["stays"] += 1
+            stay["total_seconds"] += left["timestamp"] - entered["timestamp"]
     last_report: dict[str, int] = {}
     for event in events:
         last_report[event["task_id"]] = max(event["timestamp"],
@@ -155,6 +167,7 @@ def _expected(lake: Path, stuck_after: int) -> dict[str, Any]:
         "tasks_by_state": _count([t["state"] for t in tasks]),
         "stuck_tasks": sum(t["state"] not in TERMINAL
                            and clock - last_report[t["task_id"]] > stuck_after for t in tasks),
+        "time_in_state": dict(sorted(stays.items())),
         "illegal_transitions": len(illegal),
         "tasks_with_illegal_transitions": len({e["task_id"] for e in illegal}),
         "impersonated_identities": len(set(attempts)),
