@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench check-java clean
 
 setup: $(STAMP) delta-jars kafka-jars
 
@@ -157,6 +157,17 @@ run-nostr: setup
 	$(NOSTR_SUBMIT) --relay ws://127.0.0.1:$(NOSTR_PORT) --relay ws://127.0.0.1:$$(( $(NOSTR_PORT) + 1 )) --timeout 5; \
 	echo "run-nostr: the archive of the same events"; \
 	$(NOSTR_SUBMIT) --input $(NOSTR_STEM).events.jsonl
+
+# The notebooks in JupyterLab, reading the lake $(LAKE) (SNAP_SPARK_LAKE); run `make run`
+# (and `make run-nostr`) first. JupyterLab is not part of `make setup`: the first `make
+# notebook` installs the `notebook` extra of pyproject.toml into .venv. Stop it with Ctrl-C.
+# NOTEBOOK_ARGS passes options to it (make notebook NOTEBOOK_ARGS='--no-browser --port 8899').
+NOTEBOOKS ?= notebooks
+NOTEBOOK_ARGS ?=
+notebook: setup
+	@test -x $(VENV)/bin/jupyter-lab || { echo "notebook: installing JupyterLab into $(VENV) (once)"; \
+		$(PY) -m pip install --quiet -e ".[notebook]"; }
+	SNAP_SPARK_LAKE='$(abspath $(LAKE))' $(VENV)/bin/jupyter-lab $(NOTEBOOK_ARGS) $(NOTEBOOKS)
 
 # The same sample through the pure-Python checker (no Spark).
 check-sample: setup $(SAMPLE)
