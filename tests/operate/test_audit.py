@@ -40,13 +40,33 @@ def rows(lake: Path, name: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def audited(spark: Any, full_lake: FullLake, tmp_path_factory: pytest.TempPathFactory
+def submitted(full_lake: FullLake, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The audit as a scheduler (and ``make audit``) runs it: spark-submit, delta-spark with
+    the cached JARs, every archived line re-verified, a window holding every day."""
+    from snap_spark import delta_jars
+
+    jars = delta_jars.available()
+    assert jars, "Delta's JARs are not cached: make setup fetches them"
+    out = tmp_path_factory.mktemp("audit") / "report"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-spark",
+         "--jars", ",".join(jars), str(ROOT / "jobs" / "audit.py"),
+         "--lake", str(full_lake.lake), "--out", str(out), "--reverify-all",
+         "--from", "2000-01-01", "--to", dt.date.today().isoformat()],
+        capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    return done, out
+
+
+@pytest.fixture(scope="module")
+def audited(submitted: tuple[subprocess.CompletedProcess[str], Path]
             ) -> tuple[dict[str, Any], Path]:
-    out = tmp_path_factory.mktemp("audit")
-    result = audit(spark, str(full_lake.lake), str(out), reverify_all=True)
-    on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk == json.loads(json.dumps(result.summary, default=str))
-    return on_disk, out
+    done, out = submitted
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((out / "summary.json").read_text()), out
 
 
 def ranked(groups: dict[Any, dict[str, Any]], metric: Any, ids: str) -> list[tuple[Any, ...]]:
@@ -152,19 +172,34 @@ def test_task_and_agent_figures_equal_independent_counts(
     history = rows(full_lake.lake, "agent_card_history")
     agents = summary["figures"]["agents"]
     assert agents["identities"] == len(rows(full_lake.lake, "agent_cards"))
+    # the run's window: 2000-01-01 to today (rows without a time, e.g. a malformed
+    # well-known document or a line that is no event, are outside any window)
+    def inside(row: dict[str, Any], column: str = "created_time") -> bool:
+        return row[column] is not None and (
+            dt.date(2000, 1, 1) <= row[column].date() <= dt.date.today())
+
     assert agents["nostr_events_by_verdict"] == dict(sorted(Counter(
-        e["verdict"] for e in rows(full_lake.lake, "nostr_events")).items()))
+        e["verdict"] for e in rows(full_lake.lake, "nostr_events") if inside(e)).items()))
+    seen = [h for h in history if inside(h)]
+    assert len(seen) < len(history)  # the window cuts something
     assert agents["history_by_verdict"] == dict(sorted(Counter(
-        h["verdict"] for h in history).items()))
-    accepted: dict[str, int] = Counter(h["identity"] for h in history
+        h["verdict"] for h in seen).items()))
+    first: dict[str, Any] = {}
+    for h in history:
+        if h["verdict"] in ("valid", "superseded") and h["created_time"] is not None:
+            first[h["identity"]] = min(first.get(h["identity"], h["created_time"]),
+                                       h["created_time"])
+    accepted: dict[str, int] = Counter(h["identity"] for h in seen
                                        if h["verdict"] in ("valid", "superseded"))
-    impersonations = Counter(h["identity"] for h in history
+    impersonations = Counter(h["identity"] for h in seen
                              if h["verdict"] == "identity_mismatch")
-    expected = {identity: (1 if accepted[identity] else 0,
-                           max(accepted[identity] - 1, 0), impersonations[identity])
-                for identity in {h["identity"] for h in history}}
+    expected = {}
+    for identity in {h["identity"] for h in seen}:
+        new = int(identity in first and inside({"t": first[identity]}, "t"))
+        expected[identity] = (new, max(accepted[identity] - new, 0), impersonations[identity])
     assert {r["identity"]: (r["new"], r["updated"], r["impersonations"])
             for r in agents["per_identity"]} == expected
+    assert sum(n for n, _, _ in expected.values()) == agents["new_identities"] > 0
     assert agents["impersonation_attempts"] == sum(impersonations.values()) > 0
     assert agents["identities_impersonated"] == len(impersonations)
 
@@ -400,29 +435,18 @@ def test_report_renders_in_chromium_with_every_section_and_chart(
 
 
 @pytest.mark.slow
-def test_the_job_under_spark_submit(full_lake: FullLake, tmp_path: Path) -> None:
-    """The entry point a scheduler calls, as ``make audit`` calls it (delta-spark with the
-    cached JARs): exit 3 on the sample's planted attacks, the report's path on stdout."""
-    from snap_spark import delta_jars
-
-    jars = delta_jars.available()
-    assert jars, "Delta's JARs are not cached: make setup fetches them"
-    out = tmp_path / "report"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-spark",
-         "--jars", ",".join(jars), str(ROOT / "jobs" / "audit.py"),
-         "--lake", str(full_lake.lake), "--out", str(out),
-         "--reverify-sample", "0.2", "--seed", "3", "--from", "2000-01-01",
-         "--to", dt.date.today().isoformat()],
-        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    assert done.returncode == 3, done.stderr[-3000:]
+def test_the_job_under_spark_submit(submitted: tuple[subprocess.CompletedProcess[str], Path],
+                                    full_lake: FullLake) -> None:
+    """Exit 3 on the sample's planted attacks, each crossed limit and the report's path on
+    stdout, and the run's own settings in summary.json."""
+    done, out = submitted
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"report: {out / 'report.html'}" in done.stdout
     assert "ALERT forged_signature_rate = " in done.stdout
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["reverify"]["seed"] == 3 and summary["reverify"]["mode"] == "sample"
-    assert summary["figures"]["messages"]["total"] == len(rows(full_lake.lake, "messages"))
+    assert done.stdout.rstrip().endswith("alert: thresholds crossed (exit 3)")
     # spark-submit's Python runner merges the driver's stderr (progress) into stdout
     assert "backend=delta-spark" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reverify"]["mode"] == "all" and summary["reverify"]["seed"] is not None
+    assert summary["window"] == {"from": "2000-01-01", "to": dt.date.today().isoformat()}
+    assert summary["lake"] == str(full_lake.lake)
