@@ -206,6 +206,9 @@ class StandaloneCluster:
     daemon_memory: str = "512m"
     master_port: int = 0
     webui_port: int = 0
+    #: ``with`` waits for the workers on entry; ``False`` returns once they are launched
+    #: (do something else while the JVMs boot, then call :meth:`wait_for_workers`)
+    wait_on_enter: bool = True
     _processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     #: the SIGTERM handler to put back on exit, as ``(handler,)`` while ours is installed
     _previous_sigterm: tuple[Any] | None = None
@@ -374,7 +377,7 @@ class StandaloneCluster:
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = (signal.signal(signal.SIGTERM, _sigterm_to_exit),)
         try:
-            return self.start()
+            return self.start(wait=self.wait_on_enter)
         except BaseException:
             self._restore_sigterm()
             raise

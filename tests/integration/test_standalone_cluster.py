@@ -55,10 +55,6 @@ def test_the_job_on_a_standalone_cluster_lands_what_a_local_run_lands(
     sample.parent.mkdir()
     write_sample(SampleConfig(agents=6, messages=3000, seed=7), str(sample), tasks_path=None)
 
-    # The reference: the same input on the local session (local[2]: every core here).
-    reference = run(spark, [str(sample)], str(tmp_path / "lake-local"))
-    assert reference.lines_read == 3000 and reference.rejected > 0
-
     # Executors and driver run an interpreter holding the dependencies but not the project.
     python = deps_env(tmp_path / "deps-env")
     probe = subprocess.run([str(python), "-c", "import snap_spark"], capture_output=True,
@@ -67,9 +63,14 @@ def test_the_job_on_a_standalone_cluster_lands_what_a_local_run_lands(
     assert "No module named 'snap_spark'" in probe.stderr
     shipped = package_zip(tmp_path / "snap_spark.zip")
 
-    cluster = StandaloneCluster(tmp_path / "cluster", workers=2)
+    cluster = StandaloneCluster(tmp_path / "cluster", workers=2, wait_on_enter=False)
     marker = f"-Dsnap.standalone.dir={cluster.workdir.resolve()}"
     with cluster:
+        # the reference while the master's and workers' JVMs boot: the same input on the
+        # local session (local[2]: every core here)
+        reference = run(spark, [str(sample)], str(tmp_path / "lake-local"))
+        assert reference.lines_read == 3000 and reference.rejected > 0
+        cluster.wait_for_workers(120)
         groups = cluster.process_groups
         assert len(groups) == 3 and cluster.alive_workers() == 2
         assert len(ps_lines(marker)) == 3  # the master's and the workers' JVMs
