@@ -591,8 +591,8 @@ def packed_env(out_dir: Path, source: Path = CHECKOUT, *, rebuild: bool = False)
 
     Examples:
         >>> env = packed_env(Path("data/cluster-demo/env"))  # doctest: +SKIP
-        >>> env.archive.name, env.size_bytes // 2**20
-        ('snap-spark-env.tar.gz', 80)
+        >>> env.archive.name, env.size_bytes // 2**20  # doctest: +SKIP
+        ('snap-spark-env.tar.gz', 199)
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     archive, prefix = out_dir / "snap-spark-env.tar.gz", out_dir / "venv"
@@ -651,6 +651,8 @@ class Submitted:
     summary: list[str]
     lake: str
     log: str
+    #: the driver's progress lines (spark-submit prints them before the summary)
+    progress: list[str] = field(default_factory=list)
 
     def normalized_summary(self) -> list[str]:
         """The summary without its timing: equal for equal runs.
@@ -717,8 +719,9 @@ def submit(name: str, master: str, args: Sequence[str], *, driver_python: Path,
         read = re.match(r"lines read: (\d+)", line)
         if read:
             lines = int(read.group(1))
+    progress = [line for line in lines_out[:first] if line.startswith("[snap-spark ")]
     return Submitted(name, process.returncode, seconds, job_seconds, lines, summary,
-                     str(lake), str(log_path))
+                     str(lake), str(log_path), progress)
 
 
 def table_rows(path: Path) -> list[dict[str, Any]]:
@@ -739,6 +742,19 @@ def table_rows(path: Path) -> list[dict[str, Any]]:
         for column in PER_RUN_COLUMNS:
             row.pop(column, None)
     return sorted(rows, key=lambda r: (r["source_file"], r["line_no"]))
+
+
+def committed_by(lake: Path, tables: Sequence[str] = COMPARED_TABLES) -> dict[str, str]:
+    """Per table, the engine of its latest commit (delta-rs's or Spark's Delta writer).
+
+    Examples:
+        >>> committed_by(Path("data/lake"))  # doctest: +SKIP
+        {'raw_messages': 'delta-rs:py-1.6.6', 'messages': 'delta-rs:py-1.6.6'}
+    """
+    from deltalake import DeltaTable
+
+    return {table: str(DeltaTable(str(lake / table)).history(1)[0].get("engineInfo"))
+            for table in tables}
 
 
 def compare_lakes(expected: Path, got: Path,
@@ -797,6 +813,8 @@ class DemoReport:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     shipping: dict[str, dict[str, Any]] = field(default_factory=dict)
     tables: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: per run, the engine that committed each table
+    engines: dict[str, dict[str, str]] = field(default_factory=dict)
     applications: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -855,7 +873,7 @@ def run_demo(config: DemoConfig) -> DemoReport:
 
     Examples:
         >>> report = run_demo(DemoConfig(Path("data/cluster-demo")))  # doctest: +SKIP
-        >>> report.ok, report.tables["py-files"]["messages"]
+        >>> report.ok, report.tables["py-files"]["messages"]  # doctest: +SKIP
         (True, 'equal (3000 rows)')
     """
     from snap_spark.sample import SampleConfig, write_sample
@@ -918,6 +936,7 @@ def run_demo(config: DemoConfig) -> DemoReport:
             if done.normalized_summary() != local.normalized_summary():
                 report.problems.append(f"{how}: summary differs from local[*]'s")
             report.tables[how] = compare_lakes(work / "lakes" / "local", work / "lakes" / how)
+            report.engines[how] = committed_by(work / "lakes" / how)
             report.problems += [f"{how}: {table} {what}"
                                 for table, what in report.tables[how].items()
                                 if not what.startswith("equal")]
@@ -995,7 +1014,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{report.master} ({how}): exit {facts['returncode']}, {facts['seconds']}s "
               f"(job {facts['job_seconds']}s), lake {facts['lake']}")
         for table, what in report.tables.get(how, {}).items():
-            print(f"  {table}: {what} vs local[*]")
+            engine = report.engines.get(how, {}).get(table)
+            print(f"  {table}: {what} vs local[*] (committed by {engine})")
         shipped = report.shipping.get(how, {})
         print(f"  shipped: {shipped.get('size_bytes', 0) / 2**20:.1f} MiB "
               f"({shipped.get('zip') or shipped.get('archive')})")
