@@ -153,6 +153,49 @@ def group_members(groups: Sequence[int]) -> list[int]:
     return sorted(pid for pid, group in _process_groups().items() if group in wanted)
 
 
+def processes_under(folder: Path) -> list[int]:
+    """Live processes whose working directory is ``folder`` or below it: an executor's
+    Python workers run in the executor's folder, in a process group of their own
+    (``pyspark.daemon`` calls ``setpgid``), so the workers' groups do not hold them.
+
+    Examples:
+        >>> processes_under(Path("/nonexistent"))
+        []
+    """
+    root = str(folder.resolve())
+    found = []
+    for pid in _process_groups():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            found.append(pid)
+    return sorted(found)
+
+
+def _spark_processes_under(folder: Path) -> list[int]:
+    """:func:`processes_under` that are Spark's or PySpark's (never, say, a shell that
+    happens to sit in the folder)."""
+    return [pid for pid in processes_under(folder)
+            if any(name in _cmdline(pid) for name in ("pyspark", "org.apache.spark"))]
+
+
+def _end_stray_workers(folder: Path, grace: float = 10.0) -> list[int]:
+    """Wait for the Python workers of the executors that ran under ``folder`` to leave
+    (they do once their executor is gone), SIGKILL those still there after ``grace``
+    seconds; return any that survive even that."""
+    deadline = time.monotonic() + grace
+    while _spark_processes_under(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in _spark_processes_under(folder):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if _spark_processes_under(folder):
+        time.sleep(0.5)
+    return _spark_processes_under(folder)
+
+
 def _signal_groups(groups: Sequence[int], sig: signal.Signals) -> None:
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -352,8 +395,10 @@ class StandaloneCluster:
         return [p.pid for _, p in self._processes]
 
     def processes(self) -> list[int]:
-        """Live processes of this cluster: the daemons and everything they started."""
-        return group_members(self.process_groups)
+        """Live processes of this cluster: the daemons and everything they started (the
+        executors in the workers' groups, their Python workers in the executors' folders)."""
+        return sorted(set(group_members(self.process_groups))
+                      | set(processes_under(self.workdir)))
 
     def stop(self, grace: float = 20.0) -> None:
         """Stop the workers (and their executors), then the master; SIGKILL what does not
@@ -367,6 +412,7 @@ class StandaloneCluster:
         for _, process in self._processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
+        left += _end_stray_workers(self.workdir)
         self._processes.clear()
         with contextlib.suppress(FileNotFoundError):
             (self.workdir / PIDS_FILE).unlink()
@@ -431,6 +477,7 @@ def stop_recorded(workdir: Path, grace: float = 20.0) -> list[int]:
         groups.append(group)
     signalled = group_members(groups)
     _end_groups(groups, grace)
+    _end_stray_workers(workdir, 5.0)
     path.unlink()
     return signalled
 

@@ -44,6 +44,20 @@ def ps_lines(needle: str) -> list[str]:
     return [line for line in out.splitlines() if needle in line]
 
 
+def running_in(folder: Path) -> list[str]:
+    """Processes whose working directory is in ``folder`` (executors and their Python
+    workers run in their executor's folder), read from /proc independently of the module."""
+    root, found = str(folder.resolve()), []
+    for entry in Path("/proc").iterdir():
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + "/"):
+            found.append(f"{entry.name} {cwd}")
+    return found
+
+
 def without_pythonpath() -> dict[str, str]:
     return {k: v for k, v in os.environ.items()
             if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
@@ -86,6 +100,7 @@ def test_the_job_on_a_standalone_cluster_lands_what_a_local_run_lands(
     assert group_members(groups) == []
     assert ps_lines(marker) == []
     assert not ps_lines(str(cluster.workdir))
+    assert running_in(cluster.workdir) == []
 
     assert done.returncode == 0, Path(done.log).read_text()[-3000:]
     assert done.lines_read == 3000
@@ -117,5 +132,6 @@ def test_the_cluster_stops_when_its_owner_gets_sigterm(tmp_path: Path) -> None:
     assert stopped.value.code == 128 + signal.SIGTERM
     assert group_members(groups) == []
     assert ps_lines(f"-Dsnap.standalone.dir={cluster.workdir.resolve()}") == []
+    assert running_in(cluster.workdir) == []
     assert not (cluster.workdir / "cluster-pids.json").exists()
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is undone
