@@ -1053,6 +1053,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as error:
         print(f"cluster-demo: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the cluster and any spark-submit are stopped by now
+        print("cluster-demo: interrupted; the cluster is stopped", file=sys.stderr)
+        return 130
     work = config.workdir.resolve()
     print(f"sample: {report.sample}")
     print(f"local[*]: exit {report.local.get('returncode')}, "
