@@ -119,8 +119,12 @@ def main() -> int:
         for step, workers in ((3, 1), (4, 2)):
             print(f"[bench-cluster] {step}/4 the job on a standalone cluster, {workers} "
                   "worker(s) of 1 core", flush=True)
-            results[f"cluster_{workers}"] = measure_cluster(corpus, args.runs, workers, work,
-                                                            python, shipped)
+            # the floor again just before: how much of the machine this run got (other
+            # work on a shared machine moves both)
+            floor_now = measure_floor(corpus, cores)["per_second"]
+            results[f"cluster_{workers}"] = {
+                **measure_cluster(corpus, args.runs, workers, work, python, shipped),
+                "floor_just_before": floor_now}
             print(f"        {results[f'cluster_{workers}']['per_second']:,.0f} lines/s "
                   f"(runs {results[f'cluster_{workers}']['all_seconds']} s)", flush=True)
     finally:
