@@ -2,10 +2,11 @@
 127.0.0.1, from the installed PySpark), the project shipped to the executors with
 ``spark-submit --py-files``, compared row for row with a local run of the same input.
 
-Why ``--py-files`` here and not the packed environment (``--archives``, measured by
-``make cluster-demo --ship archives`` and in the README): building that environment pip-installs
-the project's wheel and every dependency into a fresh virtualenv (about a minute from pip's
-cache, more from the index, and it needs the index) and packs ~100 MB. ``--py-files`` with
+Why ``--py-files`` here and not the packed environment (``--archives``, run by
+``make cluster-demo CLUSTER_SHIP=archives`` and measured in the README): building that
+environment pip-installs the project's wheel and every dependency into a fresh virtualenv
+and packs it (70-85 s here from pip's cache, and it needs the package index or that cache),
+and every executor then fetches and unpacks 200 MiB. ``--py-files`` with
 the dependencies pre-installed proves the same thing that matters — the executors run code
 they got from the application, not from their own environment — in about a second of set-up:
 the executors' (and the driver's) interpreter cannot import ``snap_spark`` at all, which the
