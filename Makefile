@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench check-java clean
+.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
 
 setup: $(STAMP) delta-jars kafka-jars
 
@@ -179,6 +179,25 @@ lint: setup
 
 bench: setup
 	$(PY) bench/run_bench.py --delta-spark
+
+# The job's rate on a standalone cluster of 1 and of 2 one-core workers, against local[*]
+# and the libsecp256k1 floor of the same run (bench/results-cluster.json).
+bench-cluster: setup
+	$(PY) bench/run_cluster_bench.py
+
+# The batch job on a real Spark standalone cluster: a master and two one-core workers on
+# 127.0.0.1 from the installed PySpark, the project shipped to the executors
+# (CLUSTER_SHIP=py-files: a zip of snap_spark, dependencies pre-installed; archives: a
+# venv-pack'ed environment, built once with pip; both), the same sample on local[*], and
+# raw_messages and messages compared row for row. The cluster stops when the demo ends,
+# fails or is interrupted; the trap stops what a killed demo left (`... standalone stop`).
+CLUSTER_DIR ?= data/cluster-demo
+CLUSTER_SHIP ?= py-files
+CLUSTER_MESSAGES ?= 3000
+cluster-demo: setup
+	@trap '$(PY) -m snap_spark.standalone stop --workdir $(CLUSTER_DIR)' EXIT INT TERM; \
+	$(PY) -m snap_spark.standalone demo --workdir $(CLUSTER_DIR) --ship $(CLUSTER_SHIP) \
+		--messages $(CLUSTER_MESSAGES) --backend $(if $(filter delta-spark,$(LAKE_BACKEND)),delta-spark,delta-rs)
 
 clean:
 	rm -rf data bench/out .pytest_cache .mypy_cache .ruff_cache
