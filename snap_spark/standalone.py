@@ -232,10 +232,10 @@ class StandaloneCluster:
     only what the application ships or names (``--py-files``, ``--archives``,
     ``spark.pyspark.python``).
 
-    Examples:
-        >>> with StandaloneCluster(Path(tempfile.mkdtemp()), workers=1) as c:  # doctest: +SKIP
-        ...     c.master_url, c.alive_workers()
-        ('spark://127.0.0.1:38211', 1)
+    Example (starts two JVMs)::
+
+        with StandaloneCluster(Path(tempfile.mkdtemp()), workers=1) as c:
+            c.master_url, c.alive_workers()     # ('spark://127.0.0.1:38211', 1)
     """
 
     workdir: Path
@@ -568,9 +568,10 @@ def source_digest(root: Path = CHECKOUT) -> str:
 def wheel_requirements(wheel: Path) -> list[str]:
     """The ``Requires-Dist`` entries of a wheel, extras left out.
 
-    Examples:
-        >>> wheel_requirements(Path("/nonexistent.whl"))  # doctest: +SKIP
-        ['pyspark==4.0.1', 'delta-spark==4.0.1', ...]
+    Example::
+
+        wheel_requirements(Path("dist/snap_spark-0.1.0-py3-none-any.whl"))
+        # ['pyspark==4.0.1', 'delta-spark==4.0.1', ...]
     """
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -636,10 +637,10 @@ def packed_env(out_dir: Path, source: Path = CHECKOUT, *, rebuild: bool = False)
     Raises:
         ClusterError: the wheel, an install or venv-pack failed.
 
-    Examples:
-        >>> env = packed_env(Path("data/cluster-demo/env"))  # doctest: +SKIP
-        >>> env.archive.name, env.size_bytes // 2**20  # doctest: +SKIP
-        ('snap-spark-env.tar.gz', 199)
+    Example (a minute or more: builds and packs a venv)::
+
+        env = packed_env(Path("data/cluster-demo/env"))
+        env.archive.name, env.size_bytes // 2**20      # ('snap-spark-env.tar.gz', 199)
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     archive, prefix = out_dir / "snap-spark-env.tar.gz", out_dir / "venv"
@@ -775,9 +776,9 @@ def table_rows(path: Path) -> list[dict[str, Any]]:
     """A Delta table's rows read with delta-rs, per-run columns dropped, in input order
     (``source_file``, ``line_no``).
 
-    Examples:
-        >>> table_rows(Path("data/lake/messages"))[0]["verdict"]  # doctest: +SKIP
-        'valid'
+    Example::
+
+        table_rows(Path("data/lake/messages"))[0]["verdict"]     # 'valid'
     """
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
@@ -794,9 +795,10 @@ def table_rows(path: Path) -> list[dict[str, Any]]:
 def committed_by(lake: Path, tables: Sequence[str] = COMPARED_TABLES) -> dict[str, str]:
     """Per table, the engine of its latest commit (delta-rs's or Spark's Delta writer).
 
-    Examples:
-        >>> committed_by(Path("data/lake"))  # doctest: +SKIP
-        {'raw_messages': 'delta-rs:py-1.6.6', 'messages': 'delta-rs:py-1.6.6'}
+    Example::
+
+        committed_by(Path("data/lake"))
+        # {'raw_messages': 'delta-rs:py-1.6.6', 'messages': 'delta-rs:py-1.6.6'}
     """
     from deltalake import DeltaTable
 
@@ -809,9 +811,10 @@ def compare_lakes(expected: Path, got: Path,
     """Per table, ``"equal (N rows)"`` or what differs, comparing every row and column but
     the per-run ones.
 
-    Examples:
-        >>> compare_lakes(Path("lake-a"), Path("lake-b"))  # doctest: +SKIP
-        {'raw_messages': 'equal (3000 rows)', 'messages': 'equal (3000 rows)'}
+    Example::
+
+        compare_lakes(Path("lake-a"), Path("lake-b"))
+        # {'raw_messages': 'equal (3000 rows)', 'messages': 'equal (3000 rows)'}
     """
     outcome: dict[str, str] = {}
     for table in tables:
@@ -918,10 +921,10 @@ def run_demo(config: DemoConfig) -> DemoReport:
     Raises:
         ClusterError: the cluster or an environment could not be made.
 
-    Examples:
-        >>> report = run_demo(DemoConfig(Path("data/cluster-demo")))  # doctest: +SKIP
-        >>> report.ok, report.tables["py-files"]["messages"]  # doctest: +SKIP
-        (True, 'equal (3000 rows)')
+    Example (starts a cluster)::
+
+        report = run_demo(DemoConfig(Path("data/cluster-demo")))
+        report.ok, report.tables["py-files"]["messages"]    # (True, 'equal (3000 rows)')
     """
     from snap_spark.sample import SampleConfig, write_sample
 
