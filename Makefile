@@ -69,7 +69,7 @@ chromium:
 	  echo "test setup: could not install chromium: the screenshot test will fail"; }
 
 test: setup kafka-broker chromium
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))
