@@ -4,7 +4,12 @@ it on the same checkpoint: every table holds each line exactly once, verdicts un
 Points: inside a micro-batch (after ``raw_messages`` is committed, before ``messages``),
 and between the Delta commits and Spark's checkpoint commit (the stream holds there when
 ``SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT`` names the batch). Sources: a landing folder and
-Kafka. The reference is the checker over all lines, which knows nothing of the stream.
+Kafka. Each point is exercised once, on the source where it is hardest: a landing folder
+killed inside a micro-batch (half of a batch's tables written), Kafka killed after the
+Delta commits (the restart reads the same offsets again and must land nothing twice); the
+other two pairings take the same code path after the source and were dropped to keep the
+suite within its time budget. The reference is the checker over all lines, which knows
+nothing of the stream.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ MOMENTS = [
 ]
 
 
-@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS, ids=[m[0] for m in MOMENTS])
+@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS[:1], ids=[MOMENTS[0][0]])
 def test_kill_a_landing_folder_stream_and_restart(
         tmp_path: Path, lines: list[bytes], moment: str, hold: str | None, text: str) -> None:
     landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
@@ -82,7 +87,7 @@ def test_kill_a_landing_folder_stream_and_restart(
     check_lake(lake, reference)
 
 
-@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS, ids=[m[0] for m in MOMENTS])
+@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS[1:], ids=[MOMENTS[1][0]])
 def test_kill_a_kafka_stream_and_restart(
         tmp_path: Path, lines: list[bytes], kafka: Any, topic_name: str, moment: str,
         hold: str | None, text: str) -> None:
