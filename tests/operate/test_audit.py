@@ -28,7 +28,7 @@ from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.settings import VerifySettings
-from tests.operate.conftest import FullLake
+from tests.operate.conftest import AGENTS, SEED, FullLake
 
 pytestmark = [pytest.mark.spark]
 
@@ -227,6 +227,14 @@ def test_table_versions_thresholds_and_clean_reverification(
     for chart in ("verdict_mix", "rejections_by_code", "top_senders", "signature_failures",
                   "tasks", "agent_directory"):
         assert (out / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the agents' private keys (plain and taproot-tweaked) appear nowhere in the report
+    from snap_spark.protocol.keys import tweak_private_key
+    from snap_spark.sample import SampleConfig, sample_agents
+
+    secrets = [k.hex() for a in sample_agents(SampleConfig(agents=AGENTS, seed=SEED))
+               for k in (a.private_key, tweak_private_key(a.private_key))]
+    written = (out / "report.html").read_text() + (out / "summary.json").read_text()
+    assert len(secrets) == 2 * AGENTS and not any(s in written for s in secrets)
 
 
 def _corrupt(lake: Path, how_many: int) -> dict[tuple[str, int], int | None]:
