@@ -254,7 +254,9 @@ def _bucket_region(bucket: str) -> str | None:
         return None
 
 
-def _s3_region(settings: S3Settings, bucket: str) -> str | None:
+def s3_region(settings: S3Settings, bucket: str) -> str | None:
+    """The region to sign requests to ``bucket`` with: the configured one, else the
+    bucket's own (one request), else ``None`` (the SDK's default)."""
     if settings.region is not None:
         return settings.region
     # What FileSystem.from_uri does too: a bucket outside the default region would
@@ -319,7 +321,7 @@ def resolve(location: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
             raise UnsupportedLocation(f"S3 location without a bucket: {text!r}")
         settings = S3Settings.from_env()
         filesystem = _s3_filesystem(
-            settings.endpoint, _s3_region(settings, bucket), settings.virtual_addressing
+            settings.endpoint, s3_region(settings, bucket), settings.virtual_addressing
         )
         return filesystem, f"{bucket}/{key}".rstrip("/")
     if scheme in GCS_SCHEMES:
@@ -711,7 +713,7 @@ def delta_storage_options(location: str) -> dict[str, str]:
         options["AWS_ENDPOINT_URL"] = settings.endpoint
         if settings.allow_http:
             options["AWS_ALLOW_HTTP"] = "true"
-    region = _s3_region(settings, rest.partition("/")[0])
+    region = s3_region(settings, rest.partition("/")[0])
     if region is not None:
         options["AWS_REGION"] = region
     if settings.virtual_addressing:

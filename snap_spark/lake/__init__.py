@@ -26,15 +26,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import Lake, LakeError, LakeLocationError, LakeSchemaError, RowUpdates
+from snap_spark.lake.api import (
+    Lake,
+    LakeError,
+    LakeLocationError,
+    LakeSchemaError,
+    RowUpdates,
+    VersionConflict,
+)
 from snap_spark.lake.common import table_uri
-from snap_spark.lake.delta_rs import DeltaRsLake, read_data_files
+from snap_spark.lake.delta_log import table_version
+from snap_spark.lake.delta_rs import (
+    DeltaRsLake,
+    distinct_rows,
+    read_data_files,
+    rows_added_since,
+)
 from snap_spark.lake.delta_spark import DeltaSparkLake
 from snap_spark.lake.files import (
     DataFile,
     PartitionedFileWriter,
     delete_data_files,
 )
+from snap_spark.lake.lease import CommitContention, check_held, commit_lease
 from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
@@ -47,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LAKE_BACKENDS",
     "LAKE_BACKEND_CONF",
+    "CommitContention",
     "DataFile",
     "DeltaRsLake",
     "DeltaSparkLake",
@@ -56,12 +71,18 @@ __all__ = [
     "LakeSchemaError",
     "PartitionedFileWriter",
     "RowUpdates",
+    "VersionConflict",
+    "check_held",
     "check_table_location",
+    "commit_lease",
     "delete_data_files",
+    "distinct_rows",
     "get_lake",
     "read_data_files",
+    "rows_added_since",
     "table_rows",
     "table_uri",
+    "table_version",
     "to_arrow",
 ]
 

@@ -33,6 +33,11 @@ class LakeSchemaError(LakeError, ValueError):
     """A DataFrame does not fit a table (columns, types, partitioning) or plain Delta."""
 
 
+class VersionConflict(LakeError):
+    """A commit was decided against one version of a table, and another writer committed
+    since: nothing was committed; decide again against the new version and retry."""
+
+
 @dataclass(frozen=True)
 class RowUpdates:
     """New values for some columns of rows a table already holds, committed by
@@ -153,6 +158,7 @@ class Lake(Protocol):
         version: int,
         commit_info: Mapping[str, Any] | None = None,
         updates: RowUpdates | None = None,
+        read_version: int | None = None,
     ) -> bool:
         """Add Parquet files written under ``root`` (:meth:`data_root`) to table ``path`` in
         one commit with the app transaction ``(app_id, version)`` and ``commit_info`` in its
@@ -164,8 +170,17 @@ class Lake(Protocol):
         With ``updates``, the same commit also rewrites the rows they name (the files that
         hold them are replaced by rewritten copies; earlier versions keep the old values).
 
+        With ``read_version`` (the table version what is committed was decided against; -1:
+        no table), the commit is valid only as the next version: if another writer
+        committed since, nothing is committed and :class:`VersionConflict` is raised. On
+        delta-rs the log entry itself is the arbiter (a create-if-absent of version
+        ``read_version + 1``, no retry at a later version); delta-spark checks the version
+        right before its commit, which is exact only under the lake's commit lease
+        (:mod:`snap_spark.lake.lease`).
+
         Raises:
             LakeError: an update names a row the table does not hold (nothing committed).
+            VersionConflict: the table moved past ``read_version``.
         """
         ...
 

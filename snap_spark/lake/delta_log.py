@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from snap_spark import storage
-from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.api import LakeError, LakeSchemaError, VersionConflict
 from snap_spark.lake.common import marker_write_id, write_marker
 from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_schema, same_columns
 
@@ -147,6 +147,7 @@ def commit_files(
     info: Mapping[str, Any] | None = None,
     replace: bool = False,
     removes: Sequence[RemovedFile] = (),
+    read_version: int | None = None,
 ) -> bool:
     """Commit already-written data files as one Delta transaction with ``(app_id, version)``
     (and ``info`` in its ``userMetadata``: :func:`snap_spark.lake.common.write_marker`);
@@ -160,6 +161,13 @@ def commit_files(
     delta-rs does not itself refuse an app transaction version it has seen, so the version
     is re-checked on a fresh snapshot right before each commit attempt, and a lost race for
     the next log version (a commit conflict) is retried.
+
+    With ``read_version`` the commit must be version ``read_version + 1`` exactly (the
+    version after the one its content was decided against; ``-1``: the table must not
+    exist yet): a lost race is not retried but raises :class:`VersionConflict`, and so does
+    a table already past ``read_version``. delta-rs writes each log entry with a
+    create-if-absent (a hard link locally, ``If-None-Match: *`` on S3), so of two writers
+    decided against one version exactly one commits.
 
     Examples:
         >>> commit_files("s3://bkt/lake/t", files, schema, ["day"], app_id="q", version=7,
@@ -197,12 +205,22 @@ def commit_files(
     properties = CommitProperties(
         custom_metadata={"userMetadata": write_marker(write_id, app_id, version, info)},
         app_transactions=[Transaction(app_id, version)],
+        # decided against one version: the next one or none (the caller decides again)
+        max_commit_retries=0 if read_version is not None else None,
     )
     wanted = nullable_schema(schema)
     location, options = delta_location(uri)
     last_error: Exception | None = None
     for _attempt in range(MAX_COMMIT_ATTEMPTS):
         table = open_table(uri)
+        if read_version is not None:
+            current = -1 if table is None else table.version()
+            if current != read_version:
+                done = None if table is None else table.transaction_version(app_id)
+                if done is not None and done >= version:
+                    return False
+                raise VersionConflict(f"table at {uri} is at version {current}, this commit "
+                                      f"was decided against version {read_version}")
         if table is None:
             try:
                 create_table_with_add_actions(
@@ -216,6 +234,9 @@ def commit_files(
                 )
                 return True
             except DeltaError as error:  # another writer created the table meanwhile
+                if read_version is not None:
+                    raise VersionConflict(f"table at {uri} was created by another writer "
+                                          "meanwhile") from error
                 last_error = error
                 continue
         done = table.transaction_version(app_id)
@@ -240,5 +261,51 @@ def commit_files(
             )
             return True
         except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
+            if read_version is not None:
+                raise VersionConflict(f"another writer committed version {read_version + 1} "
+                                      f"of {uri} first") from error
             last_error = error
+        except DeltaError as error:
+            # with no retry allowed, delta-rs may report the lost race as a plain error
+            latest = open_table(uri)
+            if read_version is not None and latest is not None and \
+                    latest.version() > read_version:
+                raise VersionConflict(f"another writer committed version {read_version + 1} "
+                                      f"of {uri} first") from error
+            raise
     raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+
+
+def table_version(uri: str) -> int:
+    """The latest version of the Delta table at ``uri``; ``-1`` when there is none.
+
+    Examples:
+        >>> table_version("/nowhere/at/all")
+        -1
+    """
+    table = open_table(uri)
+    return -1 if table is None else int(table.version())
+
+
+def files_added_since(uri: str, version: int) -> tuple[int, list[str]]:
+    """The table's latest version, and the log paths of the data files it holds that
+    version ``version`` did not (added since, by appends or by rewrites of rows); every
+    file when ``version`` is -1.
+
+    Examples:
+        >>> files_added_since("/nowhere/at/all", -1)
+        (-1, [])
+    """
+    table = open_table(uri)
+    if table is None:
+        return -1, []
+    latest = int(table.version())
+    if latest == version:
+        return latest, []
+    before: set[str] = set()
+    if version >= 0:
+        old = open_table(uri, version=version)
+        assert old is not None
+        before = set(old.get_add_actions(flatten=True).column("path").to_pylist())
+    paths = table.get_add_actions(flatten=True).column("path").to_pylist()
+    return latest, [path for path in paths if path not in before]

@@ -63,6 +63,7 @@ from snap_spark.lake.delta_log import (
     check_same_table,
     commit_files,
     delta_location,
+    files_added_since,
     open_table,
     read_txn_version,
     table_exists,
@@ -151,6 +152,50 @@ def _absolute(uri: str, log_path: str) -> str:
             return unquote(parsed.path)
         return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
     return f"{uri.rstrip('/')}/{unquote(log_path)}"
+
+
+def rows_added_since(path: str, version: int, columns: Sequence[str]) -> tuple[int, pa.Table]:
+    """The table's latest version, and ``columns`` (data columns, not partition columns)
+    of every row in files added since ``version`` (:func:`files_added_since`), read on the
+    driver: what other writers committed after a decision was taken against ``version``.
+
+    Examples:
+        >>> rows_added_since("/nowhere/at/all", -1, ["id"])[0]
+        -1
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    uri = table_uri(path)
+    latest, added = files_added_since(uri, version)
+    parts = []
+    for log_path in added:
+        filesystem, inner = storage.resolve(_absolute(uri, log_path))
+        with filesystem.open_input_file(inner) as handle:
+            parts.append(pq.ParquetFile(handle).read(columns=list(columns), use_threads=False))
+    if not parts:
+        return latest, pa.table({name: pa.array([], pa.null()) for name in columns})
+    return latest, pa.concat_tables(parts, promote_options="permissive")
+
+
+def distinct_rows(path: str, columns: Sequence[str]) -> set[tuple[Any, ...]]:
+    """The distinct value tuples of ``columns`` in the table's latest version, read by
+    delta-rs's own engine on the driver; an empty set when there is no table.
+
+    Examples:
+        >>> distinct_rows("/nowhere/at/all", ["file_key", "ingest_id"])
+        set()
+    """
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    table = open_table(table_uri(path))
+    if table is None:
+        return set()
+    names = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+    result = pa.table(QueryBuilder().register("t", table)
+                      .execute(f"select distinct {names} from t").read_all())
+    return set(zip(*[result.column(c).to_pylist() for c in columns], strict=True))
 
 
 def _is_absolute(log_path: str) -> bool:
@@ -489,6 +534,7 @@ class DeltaRsLake:
         version: int,
         commit_info: Mapping[str, Any] | None = None,
         updates: RowUpdates | None = None,
+        read_version: int | None = None,
     ) -> bool:
         """Commit files written in the table folder; see :meth:`Lake.add_files`. Updated
         rows are rewritten on the driver: each file holding one is copied with the new
@@ -500,7 +546,8 @@ class DeltaRsLake:
             True
         """
         return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                commit_info, replace=False, updates=updates)
+                                commit_info, replace=False, updates=updates,
+                                read_version=read_version)
 
     def replace_files(
         self,
@@ -627,7 +674,8 @@ def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema:
 def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: StructType,
                      partition_by: Sequence[str], app_id: str, version: int,
                      commit_info: Mapping[str, Any] | None, *, replace: bool,
-                     updates: RowUpdates | None = None) -> bool:
+                     updates: RowUpdates | None = None, read_version: int | None = None
+                     ) -> bool:
     """Commit files the tasks wrote in the table folder (adding, or replacing all rows),
     with ``updates`` rewritten into copies of the files that hold their rows."""
     uri = table_uri(path)
@@ -644,7 +692,7 @@ def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: St
     try:
         done = commit_files(uri, [*files, *rewritten], schema, partition_by, app_id=app_id,
                             version=version, write_id=uuid.uuid4().hex, info=commit_info,
-                            replace=replace, removes=removed)
+                            replace=replace, removes=removed, read_version=read_version)
     except BaseException:
         delete_data_files(uri, rewritten)
         raise

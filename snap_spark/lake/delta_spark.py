@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
+from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates, VersionConflict
 from snap_spark.lake.common import (
     DELETE_FLAG,
     check_batch,
@@ -43,6 +43,7 @@ from snap_spark.lake.common import (
     table_uri,
     write_marker,
 )
+from snap_spark.lake.delta_log import table_version
 from snap_spark.lake.delta_rs import read_txn_version
 from snap_spark.lake.schema import check_delta_compatible, check_partition_columns, conform
 
@@ -278,6 +279,7 @@ class DeltaSparkLake:
         version: int,
         commit_info: Mapping[str, Any] | None = None,
         updates: RowUpdates | None = None,
+        read_version: int | None = None,
     ) -> bool:
         """Append the rows of staged Parquet files through Delta's writer (delta-spark has
         no public API to adopt files in place); see :meth:`Lake.add_files`. With
@@ -289,6 +291,15 @@ class DeltaSparkLake:
             ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
             True
         """
+        if read_version is not None:
+            # Delta's own conflict checks let a blind append through whatever was committed
+            # since: the version is checked here, exact under the lake's commit lease
+            current = table_version(table_uri(path))
+            if current != read_version:
+                if _txn_done(path, (app_id, version)):
+                    return False
+                raise VersionConflict(f"table at {path} is at version {current}, this commit "
+                                      f"was decided against version {read_version}")
         if updates is not None and len(updates) and self.exists(path):
             return _merge_files(spark, path, staged_frame(spark, root, files, schema), updates,
                                 app_id=app_id, version=version, commit_info=commit_info)

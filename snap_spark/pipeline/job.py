@@ -51,6 +51,9 @@ class JobResult:
     rows_redecided: int = 0
     #: tasks whose ``task_events``/``tasks`` rows this run folded again (None: not refreshed)
     tasks_refreshed: int | None = None
+    #: message keys ``(from, id)`` decided again at commit because another writer had
+    #: committed copies of them since this run's replay lookup (docs/verdicts.md)
+    keys_redecided: int = 0
     lines_read: int = 0
     raw_rows_written: int = 0
     message_rows_written: int = 0
@@ -104,6 +107,20 @@ class _Landed:
     #: earliest receipt time among the run's replay candidates, and where they were kept
     earliest: float | None = None
     candidate_files: list[str] = field(default_factory=list)
+
+    def snapshot(self) -> tuple[dict[str, dict[int, str]], Counter[int | None], int]:
+        """The run's own verdicts, to go back to (:meth:`restore`) before deciding against
+        another version of the lake."""
+        return ({key: dict(lines) for key, lines in self.duplicates.items()},
+                Counter(self.counts), self.replays)
+
+    def restore(self, saved: tuple[dict[str, dict[int, str]], Counter[int | None], int]
+                ) -> None:
+        """Go back to verdicts :meth:`snapshot` saved."""
+        duplicates, counts, replays = saved
+        self.duplicates = {key: dict(lines) for key, lines in duplicates.items()}
+        self.counts = Counter(counts)
+        self.replays = replays
 
     def apply_lake_decisions(self, redecided: list[dict[str, Any]]) -> None:
         """Take the final verdicts of candidates whose key the lake holds
@@ -196,6 +213,7 @@ def run(
         get_lake,
         table_rows,
         table_uri,
+        table_version,
     )
     from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
@@ -209,6 +227,7 @@ def run(
         clean_leftovers,
         current_owner,
         run_marker,
+        running_runs,
     )
     from snap_spark.schemas.tables import (
         INGESTED_FILES,
@@ -248,16 +267,22 @@ def run(
     todo_plans = [plan for plan in plans if plan.lands]
     keys = {plan.source_file: plan.file_key for plan in todo_plans}
     todo = list(keys)
-    done_raw = lake.distinct_values(spark, raw_path, "file_key")
+    # The version of messages that was found without the files to land: at commit, files
+    # another writer landed since are noticed (_commit_messages).
+    msg_version = table_version(table_uri(msg_path))
     done_msg = lake.distinct_values(spark, msg_path, "file_key")
+    done_raw = lake.distinct_values(spark, raw_path, "file_key")
     # raw_messages committed, messages not (a run stopped between its commits) and the input
-    # no longer holds those bytes: complete the messages from raw_messages itself.
+    # no longer holds those bytes: complete the messages from raw_messages itself. A run
+    # still writing (another writer between its two commits) completes its own files.
     orphans = done_raw - done_msg - set(keys.values())
+    if orphans:
+        orphans -= _files_of_runs(raw_path, orphans, running_runs(lake_dir))
     if orphans:
         log(f"{len(orphans)} landed file(s) have raw_messages rows but no messages rows: "
             "verifying them from raw_messages")
-        result.completed_rows = reverify(spark, lake_dir, settings,
-                                         keys=orphans).message_rows_written
+        result.completed_rows = reverify(spark, lake_dir, settings, keys=orphans,
+                                         files_absent_at=msg_version).message_rows_written
     result.files_skipped = len(files) - len(todo)
     log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
         f"lake={lake_dir} backend={lake.name}")
@@ -301,7 +326,7 @@ def run(
             ingest_time_us=spec.ingest_time_us, staging=staging, raw_root=raw_root,
             settings=settings, txn=lambda _table, these: (batch_app_id(these), 1), info=info,
             ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
-            ledger_keys=list(keys.values()), started=started)
+            ledger_keys=list(keys.values()), started=started, files_absent_at=msg_version)
     except BaseException:
         _remove_tree(staging)
         marker.close()
@@ -324,6 +349,7 @@ def reverify(
     settings: VerifySettings | None = None,
     *,
     keys: Collection[str] | None = None,
+    files_absent_at: int | None = None,
 ) -> JobResult:
     """Verify lines already in ``raw_messages`` again and write their ``messages`` rows.
 
@@ -332,14 +358,22 @@ def reverify(
     ``messages`` table replaced in one commit (earlier versions stay in Delta history).
     With ``keys``, only those files' lines are verified and appended: how a run completes
     files whose ``raw_messages`` commit landed but whose ``messages`` commit did not.
-    ``raw_messages`` is never rewritten.
+    ``raw_messages`` is never rewritten. ``files_absent_at``: a version of ``messages``
+    known to hold none of the ``keys`` files (another writer landing them since makes
+    the commit refuse, :func:`_commit_messages`).
 
     Examples:
         >>> reverify(spark, "data/lake", VerifySettings(max_drift=30))  # doctest: +SKIP
     """
     from pyspark.sql import functions as F
 
-    from snap_spark.lake import delete_data_files, get_lake, table_uri
+    from snap_spark.lake import (
+        CommitContention,
+        commit_lease,
+        delete_data_files,
+        get_lake,
+        table_uri,
+    )
     from snap_spark.pipeline.land import LandSpec, landed_struct, reland_rows
     from snap_spark.pipeline.runs import RUNS_FOLDER, run_marker
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
@@ -370,52 +404,82 @@ def reverify(
     landed_df = (raw.repartition("file_key").sortWithinPartitions("file_key", "line_no")
                  .mapInArrow(functools.partial(reland_rows, spec), landed_struct()))
     msg_files: list[Any] = []
+    uncommitted: list[tuple[str, list[Any]]] = []
     with run_marker(lake_dir, ingest_id):
         try:
             # Every landed line at once decides replays among them all; some files' lines
             # are decided against the lake's other rows too.
+            versions = _versions(lake_dir, ("raw_messages", "messages"))
             landed = _fold(landed_df, settings.replay_window,
                            None if keys is None else storage.join(staging, "candidates"))
             candidates = None if keys is None else _candidates(spark, landed)
-            updates = (None if keys is None
-                       else _decide_against_lake(spark, lake, msg_path, landed, settings,
-                                                 candidates))
             result.lines_read = sum(landed.lines.values())
-            result.counts = {code: n for code, n in landed.counts.items() if n}
             log(f"verified {result.lines_read} landed lines of {len(wanted)} files again "
                 f"({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
-            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
             if keys is None:
-                committed = lake.replace_files(
-                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                    partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([ingest_id]),
-                    version=1, commit_info=info)
-            else:
-                committed = lake.add_files(
-                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                    partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([ingest_id]),
-                    version=1, commit_info=info, updates=updates)
-            if committed:
-                result.message_rows_written = result.lines_read
-                result.rows_redecided = len(updates) if updates is not None else 0
-            msg_files = []
-            if keys is None:  # every verdict may have changed: fold every task again
+                result.counts = {code: n for code, n in landed.counts.items() if n}
+                msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+                with commit_lease(lake_dir, "reprocess"):
+                    # The whole table is replaced from what raw_messages held when it was
+                    # read: a commit by another writer since would be lost or repeated.
+                    if _versions(lake_dir, ("raw_messages", "messages")) != versions:
+                        raise CommitContention(
+                            f"another writer committed to {lake_dir} while --reprocess "
+                            "verified it; nothing was replaced: run --reprocess again")
+                    committed = lake.replace_files(
+                        spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                        partition_by=list(MESSAGES_PARTITION),
+                        app_id=batch_app_id([ingest_id]), version=1, commit_info=info)
+                if committed:
+                    result.message_rows_written = result.lines_read
+                msg_files = []
                 from snap_spark.pipeline.tasks import rebuild_tasks
 
+                # every verdict may have changed: fold every task again
                 result.tasks_refreshed = rebuild_tasks(spark, lake_dir).tasks
             else:
+                updates = _commit_messages(
+                    spark, lake, lake_dir, landed, result, settings=settings,
+                    candidates=candidates, also_keys=None, msg_root=msg_root,
+                    ingest_id=ingest_id, msg_keys=wanted,
+                    txn=lambda _table, _keys: (batch_app_id([ingest_id]), 1), info=info,
+                    uncommitted=uncommitted, files_absent_at=files_absent_at)
+                uncommitted.clear()
+                result.counts = {code: n for code, n in landed.counts.items() if n}
                 result.tasks_refreshed = (
                     0 if candidates is None
                     else refresh_landed_tasks(spark, lake, lake_dir, landed.candidate_files,
                                               updates))
         finally:
             delete_data_files(msg_root, msg_files)  # nothing, once committed
+            for root, leftovers in uncommitted:
+                delete_data_files(root, leftovers)
             with contextlib.suppress(OSError):
                 storage.delete_tree(staging)
     _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.files_processed = len(wanted)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _files_of_runs(raw_path: str, file_keys: Collection[str], ingest_ids: Collection[str]
+                   ) -> set[str]:
+    """Which of ``file_keys`` have ``raw_messages`` rows of the runs ``ingest_ids``."""
+    if not file_keys or not ingest_ids:
+        return set()
+    from snap_spark.lake import distinct_rows
+
+    pairs = distinct_rows(raw_path, ["file_key", "ingest_id"])
+    runs = set(ingest_ids)
+    wanted = set(file_keys)
+    return {key for key, run_id in pairs if key in wanted and run_id in runs}
+
+
+def _versions(lake_dir: str, tables: Sequence[str]) -> list[int]:
+    """The latest versions of the lake's ``tables`` (-1 for an absent one)."""
+    from snap_spark.lake import table_uri, table_version
+
+    return [table_version(table_uri(storage.join(lake_dir, name))) for name in tables]
 
 
 def listed_inputs(inputs: Sequence[str]) -> list[str]:
@@ -466,7 +530,7 @@ def commit_landed(
     ingest_time_us: int, staging: str, raw_root: str, settings: VerifySettings,
     txn: Callable[[str, list[str]], tuple[str, int]], info: dict[str, Any],
     ledger: Sequence[Any] | None, ledger_keys: Sequence[str] = (), started: float,
-    also_keys: Any = None,
+    also_keys: Any = None, files_absent_at: int | None = None,
 ) -> None:
     """Commit what a landing pass wrote (the batch job's run, a stream's micro-batch), in
     order: ``raw_messages`` (files of ``raw_keys``); ``messages`` (files of ``msg_keys``),
@@ -475,13 +539,14 @@ def commit_landed(
     task tables of the tasks touched; last the ``ingested_files`` rows ``ledger`` (none
     when ``None``). Each commit carries the app transaction ``txn(table, keys)``, so a pass
     run again commits nothing twice. Fills ``result``; deletes uncommitted files on failure.
+    ``files_absent_at``: a version of ``messages`` known to hold none of ``msg_keys``.
 
     Raises:
         MissingReceiptTime: the pass met bare lines while no receipt clock was set.
     """
     from snap_spark.lake import delete_data_files
     from snap_spark.protocol.validate import MissingReceiptTime
-    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
+    from snap_spark.schemas.tables import RAW_MESSAGES
 
     raw_path = storage.join(lake_dir, "raw_messages")
     msg_path = storage.join(lake_dir, "messages")
@@ -508,18 +573,11 @@ def commit_landed(
             f"[{time.monotonic() - started:.1f}s]")
         updates = None
         if msg_keys:
-            updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
-                                           also_keys)
-            msg_files = _write_messages(spark, landed, msg_root, ingest_id)
-            uncommitted.append((msg_root, msg_files))
-            app_id, version = txn("messages", sorted(msg_keys))
-            if lake.add_files(spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                              partition_by=list(MESSAGES_PARTITION), app_id=app_id,
-                              version=version, commit_info=info, updates=updates):
-                result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
-                result.rows_redecided = len(updates) if updates is not None else 0
-            else:
-                delete_data_files(msg_root, msg_files)
+            updates = _commit_messages(
+                spark, lake, lake_dir, landed, result, settings=settings,
+                candidates=candidates, also_keys=also_keys, msg_root=msg_root,
+                ingest_id=ingest_id, msg_keys=msg_keys, txn=txn, info=info,
+                uncommitted=uncommitted, files_absent_at=files_absent_at)
             uncommitted.clear()
             result.counts = {code: n for code, n in landed.counts.items() if n}
         log(f"stage 4/4 messages: +{result.message_rows_written} rows"
@@ -541,6 +599,127 @@ def commit_landed(
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)
         raise
+
+
+#: Times a writer decides again and retries when commits of writers that bypass the commit
+#: lease keep taking the version its decision was taken against.
+MAX_DECIDE_ATTEMPTS = 5
+
+
+def _commit_messages(
+    spark: Any, lake: Any, lake_dir: str, landed: _Landed, result: JobResult, *,
+    settings: VerifySettings, candidates: Any, also_keys: Any, msg_root: str, ingest_id: str,
+    msg_keys: Collection[str], txn: Callable[[str, list[str]], tuple[str, int]],
+    info: dict[str, Any], uncommitted: list[tuple[str, list[Any]]],
+    files_absent_at: int | None = None,
+) -> Any:
+    """Decide the pass's replays against ``messages`` and commit its rows, serializably
+    with other writers of the lake; returns the updates of earlier rows it committed.
+
+    1. The replay lookup reads one version ``v`` of ``messages`` (no lease held) and the
+       ``messages`` files are written with those verdicts.
+    2. Under the lake's commit lease (:func:`snap_spark.lake.commit_lease`): when
+       ``messages`` moved past ``v``, the rows other writers committed since are read;
+       if any is a replay candidate of one of this pass's keys in the window, or one of its
+       files, the pass decides again against the new version and rewrites its
+       ``messages`` files (``result.keys_redecided``). Then the commit, which names the
+       version decided against (:class:`~snap_spark.lake.VersionConflict` if another
+       commit took its place: decided again, up to :data:`MAX_DECIDE_ATTEMPTS` times).
+
+    ``files_absent_at`` is a version of ``messages`` the caller found without any of
+    ``msg_keys``: if another writer landed one of those files since, nothing is committed.
+
+    Raises:
+        CommitContention: no lease in time, or other writers landed the same files.
+    """
+    from snap_spark.lake import (
+        CommitContention,
+        VersionConflict,
+        check_held,
+        commit_lease,
+        delete_data_files,
+        table_uri,
+        table_version,
+    )
+    from snap_spark.pipeline.replay_store import keys_landed_since
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+
+    msg_path = storage.join(lake_dir, "messages")
+    deciding = candidates is not None and landed.earliest is not None
+    saved = landed.snapshot()
+    read_version = table_version(table_uri(msg_path))
+    updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
+                                   also_keys, version=read_version)
+    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+    uncommitted.append((msg_root, msg_files))
+    run_keys: set[tuple[str, str]] | None = None
+    app_id, version = txn("messages", sorted(msg_keys))
+    for _attempt in range(MAX_DECIDE_ATTEMPTS):
+        with commit_lease(lake_dir, "messages") as held:
+            since = (landed.earliest - settings.replay_window
+                     if landed.earliest is not None else 0.0)
+            landed_since = keys_landed_since(msg_path, read_version, since)
+            if files_absent_at is not None and landed_since.version != files_absent_at:
+                same = (keys_landed_since(msg_path, files_absent_at, since).file_keys
+                        & set(msg_keys))
+                done = lake.txn_version(msg_path, app_id)
+                if same and (done is None or done < version):
+                    raise CommitContention(
+                        f"another writer landed {len(same)} of the same input files into "
+                        f"{msg_path} meanwhile; nothing more of this run was committed: "
+                        "run it again")
+            if landed_since.version != read_version:
+                if run_keys is None and deciding:
+                    run_keys = _run_keys(landed, also_keys)
+                clash = landed_since.keys & run_keys if run_keys else frozenset()
+                if clash:
+                    log(f"replay store: another writer committed {len(clash)} of this run's "
+                        f"message id(s) since version {read_version}: deciding again against "
+                        f"version {landed_since.version}")
+                    result.keys_redecided += len(clash)
+                    landed.restore(saved)
+                    updates = _decide_against_lake(spark, lake, msg_path, landed, settings,
+                                                   candidates, also_keys,
+                                                   version=landed_since.version)
+                    delete_data_files(msg_root, msg_files)
+                    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+                    uncommitted[-1] = (msg_root, msg_files)
+                read_version = landed_since.version
+            check_held(held)
+            try:
+                committed = lake.add_files(
+                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                    partition_by=list(MESSAGES_PARTITION), app_id=app_id, version=version,
+                    commit_info=info, updates=updates,
+                    read_version=read_version if deciding else None)
+            except VersionConflict as conflict:
+                log(f"replay store: {conflict}; deciding again")
+                continue
+        if committed:
+            result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
+            result.rows_redecided = len(updates) if updates is not None else 0
+        else:
+            delete_data_files(msg_root, msg_files)
+        return updates
+    raise CommitContention(
+        f"other writers committed to {msg_path} before this run could, {MAX_DECIDE_ATTEMPTS} "
+        "times in a row; nothing more of this run was committed: run it again")
+
+
+def _run_keys(landed: _Landed, also_keys: Any) -> set[tuple[str, str]]:
+    """The keys ``(sender, msg_id)`` of the pass's replay candidates (read on the driver
+    from its candidate files), and those of ``also_keys``."""
+    import pyarrow.parquet as pq
+
+    keys: set[tuple[str, str]] = set()
+    for location in landed.candidate_files:
+        filesystem, path = storage.resolve(location)
+        table = pq.read_table(path, columns=["sender", "msg_id"], filesystem=filesystem)
+        keys.update(zip(table.column("sender").to_pylist(), table.column("msg_id").to_pylist(),
+                        strict=True))
+    if also_keys is not None:
+        keys.update((row[0], row[1]) for row in also_keys.select("sender", "msg_id").collect())
+    return keys
 
 
 def _candidates(spark: Any, landed: _Landed) -> Any:
@@ -586,8 +765,8 @@ def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidate_files: 
 
 
 def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
-                         settings: VerifySettings, candidates: Any, also_keys: Any = None
-                         ) -> Any:
+                         settings: VerifySettings, candidates: Any, also_keys: Any = None,
+                         version: int | None = None) -> Any:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
@@ -599,7 +778,8 @@ def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
         return None
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
-                                  window=settings.replay_window, also_keys=also_keys)
+                                  window=settings.replay_window, also_keys=also_keys,
+                                  version=version)
     if decided.keys:
         log(f"replay store: {decided.keys} message id(s) also in the lake; "
             f"{decided.changes.num_rows} earlier row(s) change verdict")
@@ -668,6 +848,8 @@ def format_summary(result: JobResult) -> str:
            f"{result.rows_redecided}"] if result.rows_redecided else []),
         *([f"tasks refreshed: {result.tasks_refreshed} (task_events and tasks)"]
           if result.tasks_refreshed is not None else []),
+        *([f"message keys decided again at commit (another writer committed copies of "
+           f"them meanwhile): {result.keys_redecided}"] if result.keys_redecided else []),
     ])
 
 

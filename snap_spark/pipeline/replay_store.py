@@ -93,12 +93,17 @@ class LakeDecisions:
 
 def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
                         candidates: DataFrame, *, since: float, window: float,
-                        also_keys: DataFrame | None = None) -> LakeDecisions:
+                        also_keys: DataFrame | None = None,
+                        version: int | None = None) -> LakeDecisions:
     """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
     against the replay candidates ``messages`` holds from receipt time ``since`` on (the
     run's earliest candidate minus ``window``). Keys ``(sender, msg_id)`` in ``also_keys``
     are folded again even when the lake holds none of their rows (a stream's rows its state
     could not decide exactly). Returns nothing to change when there is nothing to fold.
+
+    ``version`` pins the ``messages`` version read (``-1``: as if there were no table; the
+    latest when ``None``): the commit that follows names it, so that a commit by another
+    writer since is noticed (:func:`keys_landed_since`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -107,9 +112,9 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     run_keys = candidates.select("sender", "msg_id").distinct()
     parts = []
     keys = None
-    if lake.exists(msg_path):
+    if (version is None or version >= 0) and lake.exists(msg_path):
         stored = (
-            lake.read(spark, msg_path)
+            lake.read(spark, msg_path, version)
             .filter(F.col("event_date") >= F.lit(_utc_date(since)))
             .filter(F.col("received_at") >= F.lit(since))
             .filter(F.col("error_code").isNull()
@@ -152,6 +157,44 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
         changes=update_rows([r for r in rows if r["kind"] == "change"]),
         keys=sum(1 for r in rows if r["kind"] == "key"),
     )
+
+
+@dataclass(frozen=True)
+class LandedSince:
+    """What other writers committed to ``messages`` after a version (:func:`keys_landed_since`)."""
+
+    #: the table's latest version when looked at
+    version: int
+    #: replay candidates' keys ``(sender, msg_id)`` received at or after ``since``
+    keys: frozenset[tuple[str, str]]
+    #: the file keys of every row added
+    file_keys: frozenset[str]
+
+
+def keys_landed_since(msg_path: str, version: int, since: float) -> LandedSince:
+    """The keys of replay candidates (verdicts a 2006 may depend on) that commits after
+    ``version`` added to ``messages`` or rewrote in it, received at or after ``since``: a
+    decision taken against ``version`` for any of them must be taken again.
+
+    Examples:
+        >>> keys_landed_since("/nowhere/lake/messages", -1, 0.0).keys
+        frozenset()
+    """
+    from snap_spark.lake import rows_added_since
+
+    latest, rows = rows_added_since(
+        msg_path, version, ["sender", "msg_id", "received_at", "error_code", "file_key"])
+    keys: set[tuple[str, str]] = set()
+    file_keys: set[str] = set()
+    if rows.num_rows:
+        columns = [rows.column(n).to_pylist() for n in
+                   ("sender", "msg_id", "received_at", "error_code", "file_key")]
+        for sender, msg_id, at, code, file_key in zip(*columns, strict=True):
+            file_keys.add(file_key)
+            if (sender is not None and msg_id is not None and at is not None and at >= since
+                    and (code is None or code in CANDIDATE_CODES)):
+                keys.add((sender, msg_id))
+    return LandedSince(latest, frozenset(keys), frozenset(file_keys))
 
 
 def fold_with_lake(window: float, batches: Iterable[pa.RecordBatch]

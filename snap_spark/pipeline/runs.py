@@ -130,6 +130,28 @@ def run_marker(lake: str, ingest_id: str) -> Iterator[RunMarker]:
         storage.delete_file(location)
 
 
+def running_runs(lake: str, stale_after: float = DEFAULT_STALE_AFTER) -> set[str]:
+    """The ingest ids of runs writing into ``lake`` now (their marker is there and their
+    process is not known to be over): what they committed so far is theirs to complete.
+
+    Examples:
+        >>> running_runs("/nowhere/lake")
+        set()
+    """
+    runs_dir = storage.join(lake, RUNS_FOLDER)
+    if storage.path_kind(runs_dir) != "dir":
+        return set()
+    found: set[str] = set()
+    for location in storage.list_files(runs_dir, (".json",)):
+        try:
+            marker = RunMarker.from_json(_read(location))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # gone meanwhile, not ours, or half written
+        if not marker.is_over(stale_after):
+            found.add(marker.ingest_id)
+    return found
+
+
 def _referenced(table: str) -> set[str]:
     """Every data file path (relative to the table) any commit of the log still names."""
     paths: set[str] = set()

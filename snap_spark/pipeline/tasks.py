@@ -257,7 +257,14 @@ def _fold_tasks(spark: Any, lake_dir: str, ids: DataFrame | None) -> TasksResult
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark import storage
-    from snap_spark.lake import check_table_location, delete_data_files, get_lake, table_uri
+    from snap_spark.lake import (
+        check_table_location,
+        commit_lease,
+        delete_data_files,
+        get_lake,
+        table_uri,
+        table_version,
+    )
     from snap_spark.pipeline.job import batch_app_id
     from snap_spark.pipeline.land import data_file
     from snap_spark.pipeline.runs import run_marker
@@ -275,45 +282,64 @@ def _fold_tasks(spark: Any, lake_dir: str, ids: DataFrame | None) -> TasksResult
     ingest_id = uuid.uuid4().hex
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     roots = {name: lake.data_root(path, staging) for name, path in paths.items()}
-    reports = _state_reports(lake.read(spark, msg_path))
-    if ids is not None:
-        reports = reports.join(ids, "task_id", "left_semi")
-    reports = (
-        reports
-        .select("task_id", "context_id", "task_state", "sender", "msg_id", "timestamp",
-                "received_at", "source_file", "line_no")
-        .repartition("task_id")
-        .sortWithinPartitions("task_id", "timestamp", "received_at", "source_file", "line_no")
-    )
-    result = TasksResult()
-    files: dict[str, list[Any]] = {"task_events": [], "tasks": []}
     job = "rebuild_tasks" if ids is None else "refresh_tasks"
+
+    def fold(version: int) -> tuple[TasksResult, dict[str, list[Any]]]:
+        """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
+        reports = _state_reports(lake.read(spark, msg_path, version))
+        if ids is not None:
+            reports = reports.join(ids, "task_id", "left_semi")
+        reports = (
+            reports
+            .select("task_id", "context_id", "task_state", "sender", "msg_id", "timestamp",
+                    "received_at", "source_file", "line_no")
+            .repartition("task_id")
+            .sortWithinPartitions("task_id", "timestamp", "received_at", "source_file",
+                                  "line_no")
+        )
+        folded = TasksResult()
+        out: dict[str, list[Any]] = {"task_events": [], "tasks": []}
+        written = reports.mapInArrow(functools.partial(fold_partition, roots, ingest_id),
+                                     from_arrow_schema(WRITTEN)).collect()
+        for row in written:
+            if row["table"] == COUNTS:
+                counts = json.loads(row["info"])
+                folded.tasks += counts["tasks"]
+                folded.reports += counts["reports"]
+                folded.illegal += counts["illegal"]
+                folded.foreign += counts["foreign"]
+            else:
+                out[row["table"]].append(data_file(row["info"]))
+        return folded, out
+
+    files: dict[str, list[Any]] = {"task_events": [], "tasks": []}
     with run_marker(lake_dir, ingest_id):
         try:
-            written = reports.mapInArrow(functools.partial(fold_partition, roots, ingest_id),
-                                         from_arrow_schema(WRITTEN)).collect()
-            for row in written:
-                if row["table"] == COUNTS:
-                    counts = json.loads(row["info"])
-                    result.tasks += counts["tasks"]
-                    result.reports += counts["reports"]
-                    result.illegal += counts["illegal"]
-                    result.foreign += counts["foreign"]
-                else:
-                    files[row["table"]].append(data_file(row["info"]))
-            info = {"job": job, "ingest_id": ingest_id}
-            for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
-                app_id = batch_app_id([ingest_id, name])
-                if ids is None:
-                    done = lake.replace_files(spark, paths[name], roots[name], files[name],
-                                              schema=schema, partition_by=[], app_id=app_id,
-                                              version=1, commit_info=info)
-                else:
-                    done = lake.replace_keys(spark, paths[name], roots[name], files[name],
-                                             keys=ids, schema=schema, partition_by=[],
-                                             app_id=app_id, version=1, commit_info=info)
-                if done:
-                    files[name] = []
+            # The fold reads one version of messages; it is committed only if no other
+            # writer changed messages since, else folded again under the commit lease (two
+            # writers refreshing one task leave what one rebuild gives).
+            read_version = table_version(table_uri(msg_path))
+            result, files = fold(read_version)
+            with commit_lease(lake_dir, job):
+                latest = table_version(table_uri(msg_path))
+                if latest != read_version:
+                    for name, leftovers in files.items():
+                        delete_data_files(roots[name], leftovers)
+                    files = {"task_events": [], "tasks": []}
+                    result, files = fold(latest)
+                info = {"job": job, "ingest_id": ingest_id, "messages_version": latest}
+                for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
+                    app_id = batch_app_id([ingest_id, name])
+                    if ids is None:
+                        done = lake.replace_files(spark, paths[name], roots[name], files[name],
+                                                  schema=schema, partition_by=[],
+                                                  app_id=app_id, version=1, commit_info=info)
+                    else:
+                        done = lake.replace_keys(spark, paths[name], roots[name], files[name],
+                                                 keys=ids, schema=schema, partition_by=[],
+                                                 app_id=app_id, version=1, commit_info=info)
+                    if done:
+                        files[name] = []
         finally:
             for name, leftovers in files.items():
                 delete_data_files(roots[name], leftovers)
