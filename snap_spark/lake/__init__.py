@@ -24,6 +24,7 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import (
@@ -127,6 +128,10 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
     return DeltaRsLake()
 
 
+#: Names of the data files snap-spark runs write (:func:`snap_spark.pipeline.runs.file_prefix`).
+_RUN_FILE = re.compile(r"part-[0-9a-f]{16}-")
+
+
 def check_table_location(path: str, schema: StructType, partition_by: Sequence[str] = ()
                          ) -> bool:
     """Refuse a location that cannot take this table, before anything is written.
@@ -155,7 +160,10 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
         raise LakeLocationError(f"{path} is a {kind}, not a table folder; nothing was written")
     table = open_table(table_uri(path))
     if table is None:
-        found = storage.list_files(path)[:3]
+        # data files of snap-spark runs (``part-<run tag>-...``) before a table's first
+        # commit are another writer creating it (or a killed run's, cleaned later)
+        found = [f for f in storage.list_files(path)
+                 if not _RUN_FILE.match(f.rsplit("/", 1)[-1])][:3]
         if not found:
             return False
         raise LakeLocationError(

@@ -9,11 +9,14 @@ in receipt order (``tests.integration.test_replay_store``), and a full task rebu
 
 from __future__ import annotations
 
+import json
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -21,9 +24,11 @@ from snap_spark import lake as lake_api
 from snap_spark.pipeline import job
 from snap_spark.pipeline.job import JobResult, run
 from snap_spark.pipeline.tasks import rebuild_tasks
+from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from tests.integration.test_replay_store import WIDE, _copy, _reference, _verdicts, archive
-from tests.integration.test_task_refresh import table_content
-from tests.lake.helpers import use_backend
+from tests.integration.test_task_refresh import check_expectation, table_content
+from tests.jobs import finish, kill_when, logged_files, parquet_files, start_job
+from tests.lake.helpers import delta_rows, use_backend
 
 __all__ = ["archive"]  # the module fixture, shared
 
@@ -90,10 +95,10 @@ def test_a_replay_committed_between_read_and_commit_is_decided_again(
     second.write_bytes(_copy(100) + b"\n")
     lake = tmp_path / "lake"
     hold = _hold_first_call(monkeypatch, job, "_write_messages")
-    with use_backend(spark, backend):
-        with held_writer(hold, lambda: run(spark, [str(first)], str(lake), WIDE)) as a:
-            b = run(spark, [str(second)], str(lake), WIDE)
-            assert b.counts == {None: 1}  # alone, B's copy is the first one
+    with use_backend(spark, backend), held_writer(
+            hold, lambda: run(spark, [str(first)], str(lake), WIDE)) as a:
+        b = run(spark, [str(second)], str(lake), WIDE)
+        assert b.counts == {None: 1}  # alone, B's copy is the first one
     reference = _reference([[_copy(0)], [_copy(100)]], [str(first), str(second)],
                            max_drift=WIDE.max_drift)
     assert [code for code, _ in reference.values()] == [None, 2006]
@@ -151,3 +156,141 @@ def test_two_writers_refreshing_the_same_tasks_leave_one_rebuild(
         rebuild_tasks(spark, str(lake))
     assert refreshed == table_content(lake)
     assert len(refreshed["tasks"]) > 100
+
+
+# ---- separate processes: jobs started at the same moment on one lake ------------------
+
+
+def _lines_once(lake: Path, total: int) -> None:
+    """Every line is in raw_messages and messages exactly once."""
+    for table in ("raw_messages", "messages"):
+        keys = [(r["source_file"], r["line_no"]) for r in delta_rows(lake / table)]
+        assert len(keys) == len(set(keys)) == total, table
+
+
+def _tasks_equal_a_rebuild(spark: Any, lake: Path) -> None:
+    incremental = table_content(lake)
+    assert len(incremental["tasks"]) > 50
+    rebuild_tasks(spark, str(lake))
+    assert table_content(lake) == incremental
+
+
+def _redecided(outputs: list[str]) -> int:
+    """Keys the runs decided again because of each other (their summary lines)."""
+    found = 0
+    for out in outputs:
+        for line in out.splitlines():
+            if line.startswith("message keys decided again at commit"):
+                found += int(line.rsplit(":", 1)[1])
+    return found
+
+
+@pytest.mark.slow
+def test_four_batch_jobs_and_a_stream_at_once_equal_one_sequential_run(
+        spark: Any, archive: dict[str, Any], tmp_path: Path) -> None:
+    # The archive is cut in receipt order into five files, so copies of one message fall
+    # into different files (the replay pairs straddle the cuts): four go to batch jobs, the
+    # last to an available-now stream, all started at once.
+    lake = tmp_path / "lake"
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    streamed = landing / archive["paths"][4].name
+    shutil.copyfile(archive["paths"][4], streamed)
+    sources = [str(p) for p in archive["paths"][:4]] + [str(streamed)]
+    reference = _reference(archive["parts"], sources)
+    straddling = sum(1 for (src, _), (code, detail) in reference.items()
+                     if code == 2006 and not detail.endswith(f" of {src}"))
+    assert straddling >= 5
+    procs = [start_job("verify_messages.py", ["--input", path, "--lake", str(lake)])
+             for path in sources[:4]]
+    procs.append(start_job("stream_verify.py", [
+        "--trigger", "available-now", "--landing", str(landing), "--lake", str(lake),
+        "--checkpoint", str(tmp_path / "checkpoint")]))
+    outputs = [finish(proc) for proc in procs]
+    print("keys decided again because of another writer:", _redecided(outputs))
+    assert _verdicts(lake) == reference
+    _lines_once(lake, len(reference))
+    check_expectation(archive["tasks"], lake)
+    _tasks_equal_a_rebuild(spark, lake)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_while_others_go_on_is_completed_by_its_next_run(
+        spark: Any, archive: dict[str, Any], tmp_path: Path) -> None:
+    # Three batch jobs at once; one is killed (its whole process group, SIGKILL) just
+    # after its raw_messages commit, when it decides and commits its messages: the lease it
+    # may hold is taken over at once (its process is gone), the other two finish, and
+    # running the killed one again completes it.
+    lake = tmp_path / "lake"
+    paths = [str(p) for p in archive["paths"][:3]]
+    reference = _reference(archive["parts"][:3], paths)
+    victim = start_job("verify_messages.py", ["--input", paths[1], "--lake", str(lake)])
+    others = [start_job("verify_messages.py", ["--input", p, "--lake", str(lake)])
+              for p in (paths[0], paths[2])]
+    kill_when(victim, "stage 3/4 raw_messages", delay=0.3)
+    for proc in others:
+        finish(proc)
+    finish(start_job("verify_messages.py", ["--input", paths[1], "--lake", str(lake)]))
+    assert _verdicts(lake) == reference
+    _lines_once(lake, len(reference))
+    _tasks_equal_a_rebuild(spark, lake)
+    for table in ("raw_messages", "messages"):
+        # every file is one a commit added (rows another writer re-decided were rewritten
+        # into new files: the old ones stay for time travel)
+        assert parquet_files(lake / table) == _files_ever_added(lake / table), table
+
+
+def _files_ever_added(table: Path) -> set[str]:
+    """Every data file any commit of the table's log added (relative paths)."""
+    added: set[str] = set()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "add" in action:
+                added.add(unquote(action["add"]["path"]))
+    assert added >= logged_files(table)
+    return added
+
+
+@pytest.mark.slow
+def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_once(
+        tmp_path: Path) -> None:
+    # The stored (kind 4339) messages of a Nostr sample, decrypted, also reach the lake as
+    # an archive through the batch job, at the same moment: each message is accepted once
+    # (the other copy is its 2006), exactly as when the two run one after the other.
+    stem = str(tmp_path / "s")
+    write_nostr_sample(NostrSampleConfig(cards=8, messages=60, well_known=4, seed=4), stem)
+    paths = output_paths(stem)
+    nostr_args = ["--input", paths["events"], "--keyring", paths["keyring"],
+                  "--well-known", paths["well_known"]]
+    first = tmp_path / "sequential"
+    finish(start_job("ingest_nostr.py", [*nostr_args, "--lake", str(first)]))
+    stored = sorted(delta_rows(first / "raw_messages"), key=lambda r: r["line_no"])
+    assert len(stored) >= 30
+    archive_file = tmp_path / "stored-copies.jsonl"
+    # the same signed messages, received a second later by another path
+    copies = []
+    for row in stored:
+        envelope = json.loads(row["raw_text"])
+        envelope["received_at"] += 1.0
+        envelope["source"] = "archive"
+        copies.append(json.dumps(envelope).encode() + b"\n")
+    archive_file.write_bytes(b"".join(copies))
+    finish(start_job("verify_messages.py", ["--input", str(archive_file), "--lake", str(first)]))
+
+    together = tmp_path / "concurrent"
+    procs = [start_job("ingest_nostr.py", [*nostr_args, "--lake", str(together)]),
+             start_job("verify_messages.py",
+                       ["--input", str(archive_file), "--lake", str(together)])]
+    for proc in procs:
+        finish(proc)
+
+    def verdicts(lake: Path) -> dict[tuple[str, int], Any]:
+        return {(Path(m["source_file"]).name, m["line_no"]): (m["error_code"],
+                str(m["error_detail"]).replace(str(lake), "LAKE"))
+                for m in delta_rows(lake / "messages")}
+
+    expected = verdicts(first)
+    assert sum(1 for code, _ in expected.values() if code == 2006) >= len(stored) // 2
+    assert verdicts(together) == expected
+    _lines_once(together, len(expected))
