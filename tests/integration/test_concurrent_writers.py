@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -294,3 +295,34 @@ def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_onc
     assert sum(1 for code, _ in expected.values() if code == 2006) >= len(stored) // 2
     assert verdicts(together) == expected
     _lines_once(together, len(expected))
+
+
+@pytest.mark.slow
+def test_a_writer_that_cannot_get_the_lease_exits_1_and_a_rerun_completes_it(
+        archive: dict[str, Any], tmp_path: Path) -> None:
+    # Another writer (on another host: it cannot be seen dead) holds the lease for the
+    # whole run: the job gives up after the wait, exit 1, one line naming the lake.
+    from snap_spark.lake.lease import LEASE_FOLDER, LEASE_WAIT_ENV, _name
+
+    lake = tmp_path / "lake"
+    path = str(archive["paths"][0])
+    (lake / LEASE_FOLDER).mkdir(parents=True)
+    held = lake / LEASE_FOLDER / _name(0)
+    held.write_text(json.dumps({"holder": "x", "what": "messages", "host": "other-host",
+                                "pid": 1, "expires": time.time() + 3600, "released": False}))
+    proc = start_job("verify_messages.py", ["--input", path, "--lake", str(lake)],
+                     {LEASE_WAIT_ENV: "3"})
+    _out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err.decode()[-3000:]
+    said = [line for line in err.decode().splitlines() if line.startswith("verify_messages:")]
+    assert len(said) == 1 and str(lake) in said[0] and "busy" in said[0], said
+    assert "other-host" in said[0]
+    assert not (lake / "messages" / "_delta_log").exists()  # nothing of messages written
+    assert not list((lake / "messages").rglob("*.parquet"))
+    # The holder gives the lease back: the same command completes the run.
+    held.write_text(json.dumps({"holder": "x", "what": "messages", "host": "other-host",
+                                "pid": 1, "expires": time.time() + 3600, "released": True}))
+    finish(start_job("verify_messages.py", ["--input", path, "--lake", str(lake)]))
+    reference = _reference(archive["parts"][:1], [path])
+    assert _verdicts(lake) == reference
+    _lines_once(lake, len(reference))
