@@ -52,6 +52,7 @@ from typing import Any
 
 from snap_spark import storage
 from snap_spark.lake.api import LakeError
+from snap_spark.processes import owner_alive, process_start
 
 #: Folder of the lease files under the lake.
 LEASE_FOLDER = "_snap_lease"
@@ -174,7 +175,8 @@ def _name(number: int) -> str:
 def _record(held: HeldLease, *, released: bool) -> bytes:
     return json.dumps({
         "holder": held.holder, "what": held.what, "host": socket.gethostname(),
-        "pid": os.getpid(), "expires": time.time() + lease_seconds(),
+        "pid": os.getpid(), "started": process_start(os.getpid()),
+        "expires": time.time() + lease_seconds(),
         "released": released,
     }).encode()
 
@@ -219,21 +221,9 @@ def _free(record: dict[str, Any] | None, number_seen_since: float) -> bool:
         return True
     if float(record.get("expires", 0)) < time.time():
         return True
-    return bool(record.get("host") == socket.gethostname()
-                and isinstance(record.get("pid"), int) and not _alive(record["pid"]))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (killed, not yet reaped by its parent) holds nothing any more
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat", "rb") as handle:
-        return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    return True
+    pid = record.get("pid")
+    return isinstance(pid, int) and not owner_alive(str(record.get("host")), pid,
+                                                     record.get("started"))
 
 
 def _acquire(lake_dir: str, what: str, wait: float) -> HeldLease:

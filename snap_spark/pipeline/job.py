@@ -225,10 +225,10 @@ def run(
     from snap_spark.pipeline.runs import (
         RUNS_FOLDER,
         clean_leftovers,
-        current_owner,
         run_marker,
         running_runs,
     )
+    from snap_spark.processes import current_owner
     from snap_spark.schemas.tables import (
         INGESTED_FILES,
         MESSAGES,

@@ -55,7 +55,8 @@ from snap_spark.pipeline.checked import (
     table_arrow_schema,
 )
 from snap_spark.pipeline.read import iter_line_lists
-from snap_spark.pipeline.runs import file_prefix, owner_alive
+from snap_spark.pipeline.runs import file_prefix
+from snap_spark.processes import owner_alive
 from snap_spark.protocol.replay import line_name, replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from snap_spark import storage
+from snap_spark.processes import process_alive, process_start
 
 #: Folder of run markers and of staging files, under the lake.
 RUNS_FOLDER = "_snap_runs"
@@ -48,36 +49,6 @@ def run_tag(ingest_id: str) -> str:
 def file_prefix(ingest_id: str, part: str) -> str:
     """File name prefix of the data files one task of a run writes."""
     return f"part-{run_tag(ingest_id)}-{part}"
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a local process (``/proc``), to tell a reused pid from the run's."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_alive(host: str, pid: int, started: str | None) -> bool:
-    """False only when the process ``pid`` of ``host`` is known to be gone (a task on
-    another host cannot tell, and says True)."""
-    return host != socket.gethostname() or _alive(pid, started)
-
-
-def current_owner() -> tuple[str, int, str | None]:
-    """``(host, pid, process start)`` of this process, for :attr:`LandSpec.owner`."""
-    return socket.gethostname(), os.getpid(), _process_start(os.getpid())
-
-
-def _alive(pid: int, started: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return started is None or _process_start(pid) in (None, started)
 
 
 @dataclass
@@ -102,7 +73,7 @@ class RunMarker:
     def is_over(self, stale_after: float = DEFAULT_STALE_AFTER) -> bool:
         """True when the run cannot be writing any more."""
         if self.host == socket.gethostname():
-            return not _alive(self.pid, self.process_start)
+            return not process_alive(self.pid, self.process_start)
         return time.time() - self.created > stale_after
 
 
@@ -121,7 +92,7 @@ def _read(location: str) -> bytes:
 @contextmanager
 def run_marker(lake: str, ingest_id: str) -> Iterator[RunMarker]:
     """Mark a run as writing into ``lake`` for the duration of the block."""
-    marker = RunMarker(ingest_id, process_start=_process_start(os.getpid()))
+    marker = RunMarker(ingest_id, process_start=process_start(os.getpid()))
     location = storage.join(lake, RUNS_FOLDER, f"{ingest_id}.json")
     _write(location, marker.to_json())
     try:

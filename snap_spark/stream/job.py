@@ -379,7 +379,8 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.lake import check_table_location, get_lake, table_uri
     from snap_spark.pipeline.job import LANDED_TABLES, _decided
     from snap_spark.pipeline.land import LandSpec
-    from snap_spark.pipeline.runs import clean_leftovers, current_owner, run_marker
+    from snap_spark.pipeline.runs import clean_leftovers, run_marker
+    from snap_spark.processes import current_owner
     from snap_spark.schemas.tables import (
         INGESTED_FILES,
         MESSAGES,
