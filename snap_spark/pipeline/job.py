@@ -690,8 +690,9 @@ def _commit_messages(
                 committed = lake.add_files(
                     spark, msg_path, msg_root, msg_files, schema=MESSAGES,
                     partition_by=list(MESSAGES_PARTITION), app_id=app_id, version=version,
-                    commit_info=info, updates=updates,
-                    read_version=read_version if deciding else None)
+                    # the version of messages the replay verdicts were decided against
+                    commit_info={**info, "replay_read_version": read_version},
+                    updates=updates, read_version=read_version if deciding else None)
             except VersionConflict as conflict:
                 log(f"replay store: {conflict}; deciding again")
                 continue
