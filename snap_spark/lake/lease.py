@@ -134,6 +134,10 @@ def commit_lease(lake_dir: str, what: str, *, wait: float | None = None) -> Iter
         finally:
             mine.depth -= 1
         return
+    if not supports_lease(lake_dir):
+        _warn_unleased(lake_dir)
+        yield HeldLease(lake_dir, -1, "", what)  # no lease file: one writer at a time
+        return
     held = _acquire(lake_dir, what, lease_wait_seconds() if wait is None else wait)
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(held, stop), daemon=True,
@@ -153,9 +157,37 @@ def commit_lease(lake_dir: str, what: str, *, wait: float | None = None) -> Iter
                 _write(held, released=True)
 
 
+def supports_lease(lake_dir: str) -> bool:
+    """True when the lake's store has the atomic create-if-absent the lease needs (local
+    and mounted file systems, S3 and S3-compatible servers).
+
+    Examples:
+        >>> supports_lease("/lake"), supports_lease("s3a://bkt/lake")
+        (True, True)
+        >>> supports_lease("gs://bkt/lake")
+        False
+    """
+    return storage.is_local(lake_dir) or storage.split_scheme(lake_dir)[0] in storage.S3_SCHEMES
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unleased(lake_dir: str) -> None:
+    if lake_dir in _WARNED:
+        return
+    _WARNED.add(lake_dir)
+    import sys
+
+    print(f"[snap-spark] {lake_dir}: this store has no create-if-absent snap-spark can use "
+          "for the commit lease; run one writer at a time on this lake", file=sys.stderr)
+
+
 def check_held(held: HeldLease) -> None:
     """Raise :class:`CommitContention` when ``held`` is no longer the lake's lease (its
     holder stalled past its time and another writer took it over)."""
+    if held.number < 0:
+        return  # a store without a lease (:func:`supports_lease`)
     newest = _newest(held.lake_dir)
     if held.lost or newest is None or newest[0] != held.number:
         held.lost = True

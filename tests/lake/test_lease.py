@@ -21,6 +21,7 @@ from snap_spark.lake.lease import (
     LEASE_FOLDER,
     LEASE_SECONDS_ENV,
     _name,
+    check_held,
     commit_lease,
 )
 
@@ -135,3 +136,11 @@ def test_a_holder_renews_its_lease_while_it_works(tmp_path: Path,
             thread.start()
             thread.join(30)
             raise threading_result[0]
+
+
+def test_a_store_without_create_if_absent_takes_no_lease(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    with commit_lease("gs://bucket/lake", "messages") as held:
+        assert held.number == -1
+        check_held(held)  # nothing to lose
+    assert "one writer at a time" in capsys.readouterr().err
