@@ -576,7 +576,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
 
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.nostr.wellknown import read_well_known
-    from snap_spark.pipeline.job import _decided, listed_inputs
+    from snap_spark.pipeline.job import decided_settings, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges
     from snap_spark.pipeline.runs import run_marker
     from snap_spark.runner import UsageError
@@ -585,7 +585,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
         raise UsageError(f"--stored-clock must be one of {', '.join(STORED_CLOCKS)}")
     if not inputs and not relays and not well_known:
         raise UsageError("give --input PATH, --relay URL or --well-known PATH")
-    settings = _decided(settings, spark)  # validated, the run's "now" fixed, as the job's
+    settings = decided_settings(settings, spark)  # validated, the run's "now" fixed, as the job's
     keyring = keyring or Keyring([])
     started = time.monotonic()
     result = IngestResult()

@@ -94,7 +94,7 @@ def auto_verify_threads(spark: Any) -> int:
 
 
 @dataclass
-class _Landed:
+class LandedPass:
     """What the landing pass reported to the driver (see :mod:`snap_spark.pipeline.land`)."""
 
     lines: dict[str, int] = field(default_factory=dict)  # per file key
@@ -138,7 +138,7 @@ class _Landed:
                 self.replays += 1
 
     @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]]) -> _Landed:
+    def from_rows(cls, rows: list[dict[str, Any]]) -> LandedPass:
         from snap_spark.pipeline.land import data_file
 
         landed = cls()
@@ -236,7 +236,7 @@ def run(
         RAW_MESSAGES,
     )
 
-    settings = _decided(settings, spark)
+    settings = decided_settings(settings, spark)
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
@@ -321,7 +321,7 @@ def run(
             f"{len(todo)} files ({landed.replays} replays found) "
             f"[{time.monotonic() - started:.1f}s]")
         commit_landed(
-            spark, lake, lake_dir, landed, result, candidates=_candidates(spark, landed),
+            spark, lake, lake_dir, landed, result, candidates=candidate_frame(spark, landed),
             raw_keys=raw_keys, msg_keys=msg_keys, ingest_id=ingest_id,
             ingest_time_us=spec.ingest_time_us, staging=staging, raw_root=raw_root,
             settings=settings, txn=lambda _table, these: (batch_app_id(these), 1), info=info,
@@ -378,7 +378,7 @@ def reverify(
     from snap_spark.pipeline.runs import RUNS_FOLDER, run_marker
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
 
-    settings = _decided(settings, spark)
+    settings = decided_settings(settings, spark)
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
@@ -412,7 +412,7 @@ def reverify(
             versions = _versions(lake_dir, ("raw_messages", "messages"))
             landed = _fold(landed_df, settings.replay_window,
                            None if keys is None else storage.join(staging, "candidates"))
-            candidates = None if keys is None else _candidates(spark, landed)
+            candidates = None if keys is None else candidate_frame(spark, landed)
             result.lines_read = sum(landed.lines.values())
             log(f"verified {result.lines_read} landed lines of {len(wanted)} files again "
                 f"({landed.replays} replays found) [{time.monotonic() - started:.1f}s]")
@@ -501,7 +501,7 @@ def listed_inputs(inputs: Sequence[str]) -> list[str]:
     return files
 
 
-def _decided(settings: VerifySettings | None, spark: Any) -> VerifySettings:
+def decided_settings(settings: VerifySettings | None, spark: Any) -> VerifySettings:
     """Validated settings with the driver's "now" and the verification threads fixed."""
     chosen = (settings or VerifySettings()).validated()
     return dataclasses.replace(
@@ -509,7 +509,7 @@ def _decided(settings: VerifySettings | None, spark: Any) -> VerifySettings:
         verify_threads=chosen.verify_threads or auto_verify_threads(spark))
 
 
-def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> _Landed:
+def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> LandedPass:
     """Run the landing job: shuffle the narrow rows by (from, id) and fold replays; with
     ``candidates_dir`` keep the candidates there for :func:`_decide_against_lake`."""
     from snap_spark.pipeline.land import fold_landed, landed_struct
@@ -521,11 +521,11 @@ def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> _
                     landed_struct())
         .filter("kind <> 'candidate'")
     )
-    return _Landed.from_rows(folded.toArrow().to_pylist())
+    return LandedPass.from_rows(folded.toArrow().to_pylist())
 
 
 def commit_landed(
-    spark: Any, lake: Any, lake_dir: str, landed: _Landed, result: JobResult, *,
+    spark: Any, lake: Any, lake_dir: str, landed: LandedPass, result: JobResult, *,
     candidates: Any, raw_keys: Collection[str], msg_keys: Collection[str], ingest_id: str,
     ingest_time_us: int, staging: str, raw_root: str, settings: VerifySettings,
     txn: Callable[[str, list[str]], tuple[str, int]], info: dict[str, Any],
@@ -607,7 +607,7 @@ MAX_DECIDE_ATTEMPTS = 5
 
 
 def _commit_messages(
-    spark: Any, lake: Any, lake_dir: str, landed: _Landed, result: JobResult, *,
+    spark: Any, lake: Any, lake_dir: str, landed: LandedPass, result: JobResult, *,
     settings: VerifySettings, candidates: Any, also_keys: Any, msg_root: str, ingest_id: str,
     msg_keys: Collection[str], txn: Callable[[str, list[str]], tuple[str, int]],
     info: dict[str, Any], uncommitted: list[tuple[str, list[Any]]],
@@ -707,7 +707,7 @@ def _commit_messages(
         "times in a row; nothing more of this run was committed: run it again")
 
 
-def _run_keys(landed: _Landed, also_keys: Any) -> set[tuple[str, str]]:
+def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
     """The keys ``(sender, msg_id)`` of the pass's replay candidates (read on the driver
     from its candidate files), and those of ``also_keys``."""
     import pyarrow.parquet as pq
@@ -723,7 +723,7 @@ def _run_keys(landed: _Landed, also_keys: Any) -> set[tuple[str, str]]:
     return keys
 
 
-def _candidates(spark: Any, landed: _Landed) -> Any:
+def candidate_frame(spark: Any, landed: LandedPass) -> Any:
     """The pass's replay candidates (kept by :func:`_fold`) as a DataFrame, or ``None``."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -765,7 +765,7 @@ def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidate_files: 
     return refresh_tasks(spark, lake_dir, ids).tasks
 
 
-def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
+def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: LandedPass,
                          settings: VerifySettings, candidates: Any, also_keys: Any = None,
                          version: int | None = None) -> Any:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
@@ -788,7 +788,7 @@ def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: _Landed,
     return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
 
 
-def _write_messages(spark: Any, landed: _Landed, msg_root: str, ingest_id: str) -> list[Any]:
+def _write_messages(spark: Any, landed: LandedPass, msg_root: str, ingest_id: str) -> list[Any]:
     """Write the ``messages`` files of staged rows, with the 2006 verdicts applied."""
     from snap_spark.pipeline.land import data_file, landed_struct, write_messages
 

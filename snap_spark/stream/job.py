@@ -377,7 +377,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
     from snap_spark.lake import check_table_location, get_lake, table_uri
-    from snap_spark.pipeline.job import LANDED_TABLES, _decided
+    from snap_spark.pipeline.job import LANDED_TABLES, decided_settings
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
     from snap_spark.processes import current_owner
@@ -390,7 +390,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.stream.progress import BatchProgress, ProgressListener
     from snap_spark.stream.replay_state import configure_state_store, replay_verdicts
 
-    settings = _decided(plan.settings, spark)
+    settings = decided_settings(plan.settings, spark)
     if settings.bare_clock == "now":
         raise UsageError("--bare-clock now would give a replayed micro-batch other receipt "
                          "times: use message or a fixed time for a stream")
@@ -476,7 +476,7 @@ class BatchCommitter:
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
         from snap_spark.pipeline.ingest import LandedPiece
-        from snap_spark.pipeline.job import JobResult, _candidates, _Landed, commit_landed
+        from snap_spark.pipeline.job import JobResult, LandedPass, candidate_frame, commit_landed
         from snap_spark.pipeline.land import LANDED_SCHEMA
         from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
 
@@ -493,7 +493,7 @@ class BatchCommitter:
             return
         pieces = [r for r in rows if r["kind"] in ("piece", "skipped")]
         inexact = sorted({(r["sender"], r["msg_id"]) for r in rows if r["kind"] == "inexact"})
-        landed = _Landed.from_rows([r for r in rows
+        landed = LandedPass.from_rows([r for r in rows
                                     if r["kind"] not in ("piece", "skipped", "inexact")])
         try:
             keys = sorted({k for k in landed.lines} | {r["file_key"] for r in pieces
@@ -511,7 +511,7 @@ class BatchCommitter:
                                       strict=True) if "size" in a]
             commit_landed(
                 self.spark, self.lake, self.plan.lake_dir, landed, outcome,
-                candidates=_candidates(self.spark, landed),
+                candidates=candidate_frame(self.spark, landed),
                 raw_keys=keys, msg_keys=keys, ingest_id=self.spec.ingest_id,
                 ingest_time_us=self.spec.ingest_time_us, staging=self.staging,
                 raw_root=self.spec.raw_root, settings=self.settings,
