@@ -185,6 +185,12 @@ def serialize_normalized(normalized: Any, fast_ok: bool) -> bytes:
         return bytes(rfc8785.dumps(normalized))
     except rfc8785.CanonicalizationError as exc:
         raise InvalidPayload(f"payload cannot be canonicalized: {exc}") from None
+    except UnicodeEncodeError:
+        # a lone surrogate in a key: rfc8785 sorts keys by their UTF-16 form and raises
+        # this instead (in a value it says the sentence below itself)
+        raise InvalidPayload(
+            "payload cannot be canonicalized: input contains non-UTF-8 codepoints"
+        ) from None
 
 
 def canonicalize_reference(value: Any) -> bytes:

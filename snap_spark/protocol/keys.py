@@ -130,7 +130,9 @@ def _decode_p2tr_cached(address: str) -> P2TR:
         raise IdentityInvalid("bad bech32m checksum or character") from None
     if spec != _bech32.Encoding.BECH32M:
         raise IdentityInvalid("bech32 (BIP-173) checksum; witness v1 needs bech32m (BIP-350)")
-    if data[0] != 1:  # unreachable after the prefix check, kept as a guard
+    if len(data) == 0:  # the last '1' is the checksum's separator: no version, no program
+        raise IdentityInvalid("no witness version or program before the checksum")
+    if data[0] != 1:  # reachable when a later '1' is taken as the separator
         raise IdentityInvalid(f"witness version {data[0]}, P2TR needs version 1")
     try:
         program = bytes(_bech32.convertbits(data[1:], 5, 8, False))

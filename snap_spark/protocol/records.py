@@ -70,12 +70,17 @@ def parse_line(raw: bytes | None) -> Record:
     record.source = source if type(source) is str else None
     received = value.get("received_at")
     if received is not None:
-        if type(received) not in (int, float) or not math.isfinite(received) or received < 0:
+        try:
+            # float() of an integer literal beyond the double range raises OverflowError
+            seconds = float(received) if type(received) in (int, float) else math.nan
+        except OverflowError:
+            seconds = math.nan
+        if not math.isfinite(seconds) or received < 0:
             record.error = InvalidMessage(
                 "envelope received_at must be non-negative unix seconds (a number)"
             )
             return record
-        record.received_at = float(received)
+        record.received_at = seconds
     inner = value["message"]
     if type(inner) is str:
         try:

@@ -1,18 +1,41 @@
 """Arrow-batch verification: the per-line stateless checks of :mod:`snap_spark.protocol`.
 
-:func:`check_columns` checks a batch of raw lines and returns their verdict columns as
-Python lists; :mod:`snap_spark.pipeline.checked` turns them into table rows inside Spark's
-Arrow tasks (whole batches in and out, no per-row JVM round trip). It adds no rule of its
-own: every verdict comes from :func:`snap_spark.protocol.validate.check_record`.
+:func:`check_arrow` checks an Arrow array of raw lines and returns their verdict columns
+(:data:`VERDICT_COLUMNS`) as one Arrow batch; :func:`check_columns` returns them as Python
+lists. :mod:`snap_spark.pipeline.checked` turns them into table rows inside Spark's Arrow
+tasks (whole batches in and out, no per-row JVM round trip).
+
+Two cores compute the same columns:
+
+- the **native core** ``snap_spark._native`` (Rust, built by ``make setup``), used when it
+  is built, unless ``SNAP_SPARK_NATIVE=0`` is set in the environment;
+- the **Python core**, :func:`check_columns_reference`, the reference: every verdict comes
+  from :func:`snap_spark.protocol.validate.check_record`. The differential tests prove the
+  native core equal to it on every column of every line.
+
+The native core hands back the rare lines whose reason needs Python's own Unicode tables
+(a non-ASCII character where JSON reading stopped, or a line over 10 MiB inside an
+envelope); the Python core decides those.
+
+Examples:
+    >>> from snap_spark.protocol.validate import ReceiptClock
+    >>> batch = check_arrow(pa.array([b"not json", None]), None, ReceiptClock.refuse(), 60.0)
+    >>> batch.column("pre_code").to_pylist()
+    [1003, 1003]
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
+import logging
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import pyarrow as pa
 
 from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.records import parse_line
@@ -32,6 +55,116 @@ VERDICT_COLUMNS = (
     "canonical_payload", "task_id", "context_id", "task_state", "pre_code", "pre_detail",
     "auth_code", "auth_detail", "needs_clock",
 )
+
+#: The Arrow types of :data:`VERDICT_COLUMNS` (what :func:`check_arrow` returns).
+VERDICT_SCHEMA = pa.schema([
+    ("is_envelope", pa.bool_()), ("source", pa.string()),
+    ("envelope_received_at", pa.float64()), ("received_at", pa.float64()),
+    ("msg_id", pa.string()), ("version", pa.string()), ("sender", pa.string()),
+    ("recipient", pa.string()), ("msg_type", pa.string()), ("method", pa.string()),
+    ("timestamp", pa.int64()), ("has_sig", pa.bool_()), ("canonical_payload", pa.string()),
+    ("task_id", pa.string()), ("context_id", pa.string()), ("task_state", pa.string()),
+    ("pre_code", pa.int32()), ("pre_detail", pa.string()), ("auth_code", pa.int32()),
+    ("auth_detail", pa.string()), ("needs_clock", pa.bool_()),
+])
+
+#: ``SNAP_SPARK_NATIVE=0`` in the environment makes every check use the Python core.
+NATIVE_ENV = "SNAP_SPARK_NATIVE"
+
+_CLOCK_MODES = {"refuse": 0, "fixed": 1, "message": 2}
+_native_module: Any = None
+_native_tried = False
+_log = logging.getLogger("snap_spark.native")
+
+
+def native_core() -> Any | None:
+    """The native checking core module, or ``None`` when it is switched off
+    (``SNAP_SPARK_NATIVE=0``) or not built; a missing build is said once per process."""
+    global _native_module, _native_tried
+    if os.environ.get(NATIVE_ENV, "").strip() == "0":
+        return None
+    if not _native_tried:
+        _native_tried = True
+        try:
+            _native_module = importlib.import_module("snap_spark._native")
+        except ImportError as exc:
+            _log.warning("snap-spark: the native checking core is not built (%s); checking "
+                         "with the Python core (build it with `make native`)", exc)
+    return _native_module
+
+
+def core_name() -> str:
+    """``"native"`` or ``"python"``: the core :func:`check_arrow` uses in this process."""
+    return "native" if native_core() is not None else "python"
+
+
+class _Capsules:
+    """An Arrow array handed over through the PyCapsule interface."""
+
+    def __init__(self, schema: object, array: object) -> None:
+        self._capsules = (schema, array)
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        return self._capsules
+
+
+def check_arrow(
+    lines: pa.Array,
+    read_errors: pa.Array | None,
+    clock: ReceiptClock | Sequence[ReceiptClock],
+    max_drift: float,
+    verify_threads: int = 1,
+) -> pa.RecordBatch:
+    """Check an Arrow array of raw lines (binary or string; null for an unreadable line);
+    return the :data:`VERDICT_COLUMNS` as a batch of :data:`VERDICT_SCHEMA`.
+
+    ``read_errors`` (strings, or ``None``) says why a line could not be read; ``clock`` is
+    one receipt clock for the batch or one per line. The native core is used when it is
+    built and not switched off; its output equals the Python core's.
+    """
+    core = native_core()
+    if core is None:
+        raws = lines.cast(pa.binary()).to_pylist() if len(lines) else []
+        errors = read_errors.to_pylist() if read_errors is not None else [None] * len(raws)
+        cols = check_columns_reference(raws, errors, clock, max_drift, verify_threads)
+        return pa.RecordBatch.from_pydict(cols, schema=VERDICT_SCHEMA)
+    if isinstance(clock, ReceiptClock):
+        modes = values = None
+        mode, value = _CLOCK_MODES[clock.mode], float(clock.value or 0.0)
+    else:
+        mode, value = 0, 0.0
+        modes = [_CLOCK_MODES[c.mode] for c in clock]
+        values = [float(c.value or 0.0) for c in clock]
+    schema, array, deferred = core.check_batch(
+        lines, read_errors, mode, value, float(max_drift), max(1, verify_threads),
+        modes, values)
+    batch = pa.RecordBatch.from_struct_array(pa.array(_Capsules(schema, array)))
+    if deferred:
+        batch = _decide_deferred(batch, deferred, lines, read_errors, clock, max_drift)
+    return batch
+
+
+def _decide_deferred(
+    batch: pa.RecordBatch,
+    deferred: list[int],
+    lines: pa.Array,
+    read_errors: pa.Array | None,
+    clock: ReceiptClock | Sequence[ReceiptClock],
+    max_drift: float,
+) -> pa.RecordBatch:
+    """Replace the rows the native core handed back with the Python core's."""
+    take = pa.array(deferred, pa.int64())
+    raws = lines.take(take).cast(pa.binary()).to_pylist()
+    errors = (read_errors.take(take).to_pylist() if read_errors is not None
+              else [None] * len(raws))
+    clocks = clock if isinstance(clock, ReceiptClock) else [clock[i] for i in deferred]
+    decided = check_columns_reference(raws, errors, clocks, max_drift)
+    cols = batch.to_pydict()
+    for name in VERDICT_COLUMNS:
+        column = cols[name]
+        for k, i in enumerate(deferred):
+            column[i] = decided[name][k]
+    return pa.RecordBatch.from_pydict(cols, schema=VERDICT_SCHEMA)
 
 
 @contextlib.contextmanager
@@ -59,6 +192,27 @@ def check_columns(
     verify_threads: int = 1,
 ) -> dict[str, list[Any]]:
     """Check a batch of lines; return the :data:`VERDICT_COLUMNS` as Python lists.
+
+    The same switch as :func:`check_arrow`: the native core when built and not switched
+    off, else :func:`check_columns_reference`.
+    """
+    if native_core() is None:
+        return check_columns_reference(raws, read_errors, clock, max_drift, verify_threads)
+    errors = (None if all(e is None for e in read_errors)
+              else pa.array(read_errors, pa.string()))
+    batch = check_arrow(pa.array(raws, pa.binary()), errors, clock, max_drift, verify_threads)
+    return {name: batch.column(name).to_pylist() for name in VERDICT_COLUMNS}
+
+
+def check_columns_reference(
+    raws: list[bytes | None],
+    read_errors: list[str | None],
+    clock: ReceiptClock | Sequence[ReceiptClock],
+    max_drift: float,
+    verify_threads: int = 1,
+) -> dict[str, list[Any]]:
+    """The Python core: check a batch of lines; return the :data:`VERDICT_COLUMNS` as
+    Python lists. The reference every other path is proven equal to.
 
     ``clock`` gives the receipt time of bare lines: one clock for the batch, or one per
     line (SQL callers pass each row's own ``received_at``).
@@ -104,15 +258,15 @@ def _check_batch(
     tasks = [task_fields(c.msg_type, c.payload) for c in checks]
     return {
         "is_envelope": [r.is_envelope for r in records],
-        "source": [r.source for r in records],
+        "source": [text_value(r.source) for r in records],
         "envelope_received_at": [r.received_at for r in records],
         "received_at": [c.received_at for c in checks],
-        "msg_id": [c.msg_id for c in checks],
-        "version": [c.version for c in checks],
-        "sender": [c.sender for c in checks],
-        "recipient": [c.recipient for c in checks],
-        "msg_type": [c.msg_type for c in checks],
-        "method": [c.method for c in checks],
+        "msg_id": [text_value(c.msg_id) for c in checks],
+        "version": [text_value(c.version) for c in checks],
+        "sender": [text_value(c.sender) for c in checks],
+        "recipient": [text_value(c.recipient) for c in checks],
+        "msg_type": [text_value(c.msg_type) for c in checks],
+        "method": [text_value(c.method) for c in checks],
         "timestamp": [c.timestamp for c in checks],
         "has_sig": [c.has_sig for c in checks],
         "canonical_payload": [c.canonical_payload for c in checks],
@@ -125,6 +279,20 @@ def _check_batch(
         "auth_detail": [c.auth_detail or None for c in checks],
         "needs_clock": clock_missing,
     }
+
+
+def text_value(value: str | None) -> str | None:
+    """A string field as a table holds it: a lone surrogate (an escaped ``\\ud800`` with no
+    pair, which has no UTF-8 form) becomes U+FFFD. Such a field has already failed its check
+    (ids, versions, addresses, types and methods are ASCII); ``source`` is free text.
+
+    Examples:
+        >>> text_value("m1"), text_value("a\\ud800b") == "a\\ufffdb"
+        ('m1', True)
+    """
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def line_text(raws: list[bytes | None]) -> tuple[list[str | None], list[bytes | None]]:
