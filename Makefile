@@ -24,9 +24,18 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
+.PHONY: setup native delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
 
-setup: $(STAMP) delta-jars kafka-jars
+setup: $(STAMP) native delta-jars kafka-jars
+
+# The native checking core (snap_spark._native, Rust): built by maturin from native/ into
+# snap_spark/ when its sources change. Without cargo it says so in one line and setup goes
+# on: snap-spark then checks with its Python core (the reference; see README "Speed").
+NATIVE_SO := snap_spark/_native.abi3.so
+NATIVE_SRC := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
+native: $(NATIVE_SO)
+$(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
+	@$(PY) native/build.py
 
 # Delta Lake's JARs for the delta-spark backend, resolved once by Spark into .venv/delta-jars
 # (instant when cached). Without network it says so in one line and setup goes on: runs
@@ -174,7 +183,7 @@ check-sample: setup $(SAMPLE)
 	$(VENV)/bin/snap-spark check $(SAMPLE) --summary-only
 
 lint: setup
-	$(VENV)/bin/ruff check snap_spark jobs tests bench
+	$(VENV)/bin/ruff check snap_spark jobs tests bench native/build.py
 	$(VENV)/bin/mypy
 
 bench: setup
@@ -200,4 +209,4 @@ cluster-demo: setup
 		--messages $(CLUSTER_MESSAGES) --backend $(if $(filter delta-spark,$(LAKE_BACKEND)),delta-spark,delta-rs)
 
 clean:
-	rm -rf data bench/out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf data bench/out .pytest_cache .mypy_cache .ruff_cache native/target $(NATIVE_SO)

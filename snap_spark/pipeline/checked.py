@@ -30,13 +30,12 @@ from snap_spark.pipeline.read import lines_batch
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.verdict import (
     DUPLICATE,
+    POST_REPLAY_CODES,
     REJECTED,
-    is_replay_candidate,
-    stateless_verdict,
-    verdict_name,
+    VALID,
 )
 from snap_spark.settings import VerifySettings
-from snap_spark.udfs.verify import check_columns, line_text
+from snap_spark.udfs.verify import check_arrow, line_text
 
 #: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
@@ -70,26 +69,43 @@ class CheckedLines:
     """One batch of lines of one source, with the stateless checks of each line.
 
     ``lines`` holds ``source_file, line_no, raw, byte_len, read_error``; ``raws`` the same
-    bytes as Python objects; ``cols`` the :data:`snap_spark.udfs.verify.VERDICT_COLUMNS`.
+    bytes as Python objects; ``verdicts`` the :data:`snap_spark.udfs.verify.VERDICT_COLUMNS`
+    (Arrow, one row per line).
     """
 
     lines: pa.RecordBatch
     raws: list[bytes | None]
-    cols: dict[str, list[Any]]
+    verdicts: pa.RecordBatch
 
     @property
     def num_rows(self) -> int:
         return int(self.lines.num_rows)
 
+    def column(self, name: str) -> pa.Array:
+        """One of the :data:`~snap_spark.udfs.verify.VERDICT_COLUMNS`."""
+        return self.verdicts.column(name)
+
+    @property
+    def cols(self) -> dict[str, list[Any]]:
+        """The verdict columns as Python lists (for callers that walk them row by row)."""
+        cols: dict[str, list[Any]] = self.verdicts.to_pydict()
+        return cols
+
     @property
     def needs_clock(self) -> int:
         """How many lines are bare while no receipt clock is configured."""
-        return int(sum(self.cols["needs_clock"]))
+        return int(pc.sum(self.column("needs_clock").cast(pa.int64())).as_py() or 0)
 
     def codes(self) -> list[int | None]:
         """The stateless code of each line (before replay)."""
-        return [stateless_verdict(pre, "", auth, "")[0]
-                for pre, auth in zip(self.cols["pre_code"], self.cols["auth_code"], strict=True)]
+        codes: list[int | None] = stateless_codes(self.verdicts).to_pylist()
+        return codes
+
+
+def stateless_codes(verdicts: pa.RecordBatch) -> pa.Array:
+    """The code of each line from the checks that need only the line: checks 1-5, else
+    7-8 (:func:`snap_spark.protocol.verdict.stateless_verdict`, column-wise)."""
+    return pc.coalesce(verdicts.column("pre_code"), verdicts.column("auth_code"))
 
 
 def check_lines(
@@ -104,9 +120,11 @@ def check_lines(
     ``settings.verify_threads`` must already be decided (0 counts as 1).
     """
     lines = lines_batch(source_file, line_nos, raws, read_errors)
-    cols = check_columns(raws, read_errors or [None] * len(raws), settings.clock(),
-                         settings.max_drift, max(1, settings.verify_threads))
-    return CheckedLines(lines, raws, cols)
+    verdicts = check_arrow(lines.column("raw"),
+                           lines.column("read_error") if read_errors is not None else None,
+                           settings.clock(), settings.max_drift,
+                           max(1, settings.verify_threads))
+    return CheckedLines(lines, raws, verdicts)
 
 
 def seconds_to_timestamps(seconds: pa.Array) -> pa.Array:
@@ -136,9 +154,9 @@ def _raw_text(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Arr
 
 def raw_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
     """``raw_messages`` rows of one checked batch (see ``schemas.tables.RAW_MESSAGES``)."""
-    lines, cols, n = checked.lines, checked.cols, checked.num_rows
+    lines, n = checked.lines, checked.num_rows
     text, exact = _raw_text(lines.column("raw"), checked.raws)
-    envelope_at = pa.array(cols["envelope_received_at"], pa.float64())
+    envelope_at = checked.column("envelope_received_at")
     return pa.RecordBatch.from_arrays([
         _constant(meta.ingest_id, pa.string(), n),
         _constant(meta.ingest_time_us, pa.int64(), n).cast(_TS),
@@ -149,8 +167,8 @@ def raw_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
         text,
         exact,
         lines.column("read_error"),
-        pa.array(cols["is_envelope"], pa.bool_()),
-        pa.array(cols["source"], pa.string()),
+        checked.column("is_envelope"),
+        checked.column("source"),
         envelope_at,
         seconds_to_timestamps(envelope_at),
     ], schema=table_arrow_schema("raw_messages"))
@@ -159,14 +177,17 @@ def raw_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
 def message_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
     """``messages`` rows of one checked batch with their stateless verdicts (the replay
     step may later turn a candidate into a 2006: :func:`apply_duplicates`)."""
-    lines, cols, n = checked.lines, checked.cols, checked.num_rows
-    finals = [stateless_verdict(pre, pre_d or "", auth, auth_d or "")
-              for pre, pre_d, auth, auth_d in zip(cols["pre_code"], cols["pre_detail"],
-                                                   cols["auth_code"], cols["auth_detail"],
-                                                   strict=True)]
-    codes = [code for code, _ in finals]
-    timestamps = pa.array(cols["timestamp"], pa.int64())
-    received = pa.array(cols["received_at"], pa.float64())
+    lines, n = checked.lines, checked.num_rows
+    col = checked.column
+    codes = stateless_codes(checked.verdicts)
+    pre_failed = pc.is_valid(col("pre_code"))
+    auth_failed = pc.is_valid(col("auth_code"))
+    no_text = pa.scalar(None, pa.string())
+    # the detail of the code that won (stateless_verdict); "" is stored as NULL
+    details = pc.if_else(pre_failed, col("pre_detail"),
+                         pc.if_else(auth_failed, col("auth_detail"), no_text))
+    timestamps = col("timestamp")
+    received = col("received_at")
     event_time = seconds_to_timestamps(timestamps)
     received_time = seconds_to_timestamps(received)
     ingest_time = _constant(meta.ingest_time_us, pa.int64(), n).cast(_TS)
@@ -179,36 +200,59 @@ def message_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:
         lines.column("source_file"),
         _constant(meta.file_key, pa.string(), n),
         lines.column("line_no"),
-        pa.array(cols["msg_id"], pa.string()),
-        pa.array(cols["version"], pa.string()),
-        pa.array(cols["sender"], pa.string()),
-        pa.array(cols["recipient"], pa.string()),
-        pa.array(cols["msg_type"], pa.string()),
-        pa.array(cols["method"], pa.string()),
+        col("msg_id"),
+        col("version"),
+        col("sender"),
+        col("recipient"),
+        col("msg_type"),
+        col("method"),
         timestamps,
         event_time,
         received,
         received_time,
         event_date,
-        pa.array(cols["task_id"], pa.string()),
-        pa.array(cols["context_id"], pa.string()),
-        pa.array(cols["task_state"], pa.string()),
-        pa.array(cols["has_sig"], pa.bool_()),
-        pa.array(cols["canonical_payload"], pa.string()),
-        pa.array([verdict_name(code) for code in codes], pa.string()),
-        pa.array(codes, pa.int32()),
-        pa.array([None if c is None else ERROR_NAMES.get(c) for c in codes], pa.string()),
-        pa.array([detail or None for _, detail in finals], pa.string()),
-        pa.array(cols["auth_code"], pa.int32()),
-        pa.array([d if c is not None else None
-                  for c, d in zip(cols["auth_code"], cols["auth_detail"], strict=True)],
-                 pa.string()),
+        col("task_id"),
+        col("context_id"),
+        col("task_state"),
+        col("has_sig"),
+        col("canonical_payload"),
+        pc.if_else(pc.is_null(codes), VALID, REJECTED),
+        codes,
+        error_names(codes),
+        details,
+        col("auth_code"),
+        pc.if_else(auth_failed, col("auth_detail"), no_text),
     ], schema=table_arrow_schema("messages"))
+
+
+_CODES = pa.array(sorted(ERROR_NAMES), pa.int32())
+_NAMES = pa.array([ERROR_NAMES[c] for c in sorted(ERROR_NAMES)], pa.string())
+
+
+def error_names(codes: pa.Array) -> pa.Array:
+    """``error_name`` of each code (NULL for no code).
+
+    Examples:
+        >>> error_names(pa.array([None, 2001], pa.int32())).to_pylist()
+        [None, 'SignatureInvalidError']
+    """
+    return _NAMES.take(pc.index_in(codes, value_set=_CODES))
 
 
 def replay_candidates(checked: CheckedLines) -> list[int]:
     """Indexes of the lines that take part in the replay step (checks 1-5 passed)."""
-    return [i for i, pre in enumerate(checked.cols["pre_code"]) if is_replay_candidate(pre)]
+    indexes: list[int] = pc.indices_nonzero(candidate_mask(checked)).to_pylist()
+    return indexes
+
+
+def candidate_mask(checked: CheckedLines) -> pa.Array:
+    """True for each line that takes part in the replay step
+    (:func:`snap_spark.protocol.verdict.is_replay_candidate` of its checks 1-5 code)."""
+    pre = checked.column("pre_code")
+    return pc.or_(pc.is_null(pre), pc.is_in(pre, value_set=_POST_REPLAY)).fill_null(False)
+
+
+_POST_REPLAY = pa.array(sorted(POST_REPLAY_CODES), pa.int32())
 
 
 def apply_duplicates(rows: pa.Table, duplicates: Mapping[int, str]) -> pa.Table:

@@ -225,22 +225,23 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
 def _candidates(checked: CheckedLines, key: str) -> pa.RecordBatch:
     """``candidate`` rows: the lines that take part in the replay step (checks 1-5 passed)."""
     keep = replay_candidates(checked)
-    cols, n = checked.cols, len(keep)
+    n = len(keep)
     take = pa.array(keep, pa.int32())
+    verdicts = checked.verdicts.take(take)
+    reported = pc.is_valid(verdicts.column("task_state"))
     return pa.RecordBatch.from_arrays([
         _constant("candidate", pa.string(), n),
         checked.lines.column("source_file").take(take),
         checked.lines.column("line_no").take(take),
-        pa.array([cols["sender"][i] for i in keep], pa.string()),
-        pa.array([cols["msg_id"][i] for i in keep], pa.string()),
-        pa.array([cols["received_at"][i] for i in keep], pa.float64()),
-        pa.array([cols["auth_code"][i] for i in keep], pa.int32()),
+        verdicts.column("sender"),
+        verdicts.column("msg_id"),
+        verdicts.column("received_at"),
+        verdicts.column("auth_code"),
         pa.nulls(n, pa.int32()),
         _constant(key, pa.string(), n),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.string()),
-        pa.array([cols["task_id"][i] if cols["task_state"][i] is not None else None
-                  for i in keep], pa.string()),
+        pc.if_else(reported, verdicts.column("task_id"), pa.scalar(None, pa.string())),
     ], schema=LANDED_SCHEMA)
 
 
