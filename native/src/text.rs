@@ -113,6 +113,18 @@ mod tests {
     }
 
     #[test]
+    fn seconds_round_half_to_even_like_python() {
+        // exact binary ties at the 7th decimal: Python's f"{x:.6f}" rounds them to even
+        assert_eq!(fmt_seconds(0.0078125), "0.007812");
+        assert_eq!(fmt_seconds(0.0234375), "0.023438");
+        assert_eq!(fmt_seconds(1770163200.0078125), "1770163200.007812");
+        assert_eq!(fmt_seconds(2.5e-7), "0");
+        assert_eq!(fmt_seconds(1.5e-6), "0.000002");
+        assert_eq!(fmt_seconds(4503599627370495.5), "4503599627370495.5");
+        assert_eq!(fmt_seconds(f64::INFINITY), "inf");
+    }
+
+    #[test]
     fn es_numbers() {
         assert_eq!(es_number(1.0), "1");
         assert_eq!(es_number(1e21), "1e+21");

@@ -130,11 +130,11 @@ def check_arrow(
         return pa.RecordBatch.from_pydict(cols, schema=VERDICT_SCHEMA)
     if isinstance(clock, ReceiptClock):
         modes = values = None
-        mode, value = _CLOCK_MODES[clock.mode], float(clock.value or 0.0)
+        mode, value = _CLOCK_MODES[clock.mode], _clock_value(clock)
     else:
         mode, value = 0, 0.0
         modes = [_CLOCK_MODES[c.mode] for c in clock]
-        values = [float(c.value or 0.0) for c in clock]
+        values = [_clock_value(c) for c in clock]
     schema, array, deferred = core.check_batch(
         lines, read_errors, mode, value, float(max_drift), max(1, verify_threads),
         modes, values)
@@ -142,6 +142,10 @@ def check_arrow(
     if deferred:
         batch = _decide_deferred(batch, deferred, lines, read_errors, clock, max_drift)
     return batch
+
+
+def _clock_value(clock: ReceiptClock) -> float:
+    return 0.0 if clock.value is None else float(clock.value)  # -0.0 stays -0.0
 
 
 def _decide_deferred(

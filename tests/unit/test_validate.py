@@ -350,3 +350,46 @@ def test_strict_decode_can_require_a_curve_point() -> None:
 def test_verdict_property() -> None:
     assert check_message(signed(), T0, CLOCK).verdict == "valid"
     assert check_message(message(), T0, CLOCK).verdict == "rejected"
+
+
+# -- inputs that crashed a whole batch before (found while proving the native core equal) --
+
+def _rows(lines: list[bytes]) -> Any:
+    """The lines through the job's own mapping to table rows (Arrow), Python core."""
+    from snap_spark.pipeline.checked import RowMeta, message_rows
+    from snap_spark.pipeline.checked import check_lines as check_batch
+    from snap_spark.settings import VerifySettings
+
+    checked = check_batch(VerifySettings(bare_clock="now"), "a.jsonl",
+                          list(range(1, len(lines) + 1)), lines, None)
+    return message_rows(RowMeta("run", 0, "key"), checked).to_pydict()
+
+
+def test_lone_surrogates_are_rejected_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SNAP_SPARK_NATIVE", "0")
+    base = {"id": "m", "version": "0.1", "from": ADDR_A, "type": "event", "method": "a/b",
+            "payload": {}, "timestamp": T0}
+    in_key = json.dumps(base).replace('"payload": {}', '"payload": {"\\ud800": 1}')
+    in_id = json.dumps(base).replace('"id": "m"', '"id": "a\\udc00"')
+    source = '{"source": "\\ud800x", "message": {}}'
+    rows = _rows([in_key.encode(), in_id.encode(), source.encode()])
+    assert rows["error_code"] == [1004, 1004, 1003]
+    assert rows["error_detail"][0] == ("payload cannot be canonicalized: input contains "
+                                       "non-UTF-8 codepoints")
+    assert rows["msg_id"][1] == "a\ufffd"  # the table keeps the field, its lone half replaced
+
+
+def test_received_at_beyond_a_double_is_a_1003() -> None:
+    line = b'{"received_at": 1' + b"0" * 400 + b', "message": {}}'
+    record = parse_line(line)
+    assert record.error is not None and record.error.code == 1003
+    assert "received_at" in record.error.detail
+
+
+def test_an_address_that_is_only_a_checksum_is_a_2005() -> None:
+    from bech32m import codecs
+
+    address = codecs.bech32_encode("bc1p" + "q" * 51, b"", codecs.Encoding.BECH32M)
+    assert len(address) == 62
+    with pytest.raises(keys.IdentityInvalid, match="no witness version"):
+        keys.decode_p2tr(address)
