@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup native delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
+.PHONY: setup native test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
 
 setup: $(STAMP) native delta-jars kafka-jars
 
@@ -79,6 +79,14 @@ chromium:
 
 test: setup kafka-broker chromium
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	@$(MAKE) --no-print-directory test-python-core
+
+# The checking and job-exactness tests once more on the Python core (the reference and the
+# fallback where the native core is not built): SNAP_SPARK_NATIVE=0 reaches Spark's workers.
+PYTHON_CORE_TESTS := tests/unit/test_validate.py tests/unit/test_spec_vectors.py \
+	tests/unit/test_properties.py tests/pipeline tests/integration/test_verify_job.py
+test-python-core: setup
+	SNAP_SPARK_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_TESTS)
 
 $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))

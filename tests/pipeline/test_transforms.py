@@ -59,3 +59,19 @@ def test_check_refuses_bare_lines_without_a_clock(spark: Any, tmp_path: Path) ->
 def test_bad_settings_are_refused_before_spark_runs() -> None:
     with pytest.raises(SettingsError, match="replay-window"):
         check(VerifySettings(replay_window=float("nan")))
+
+
+def _worker_core(_: int) -> str:
+    from snap_spark.udfs.verify import core_name
+
+    return core_name()
+
+
+def test_workers_check_with_the_core_the_environment_names(spark: Any) -> None:
+    """``SNAP_SPARK_NATIVE=0`` (the Python-core lane of ``make test``) reaches Spark's Python
+    workers; otherwise they use the native core, which ``make setup`` builds."""
+    import os
+
+    expected = "python" if os.environ.get("SNAP_SPARK_NATIVE", "").strip() == "0" else "native"
+    names = spark.sparkContext.parallelize(range(4), 2).map(_worker_core).collect()
+    assert names == [expected] * 4
