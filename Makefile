@@ -84,7 +84,8 @@ test: setup kafka-broker chromium
 # The checking and job-exactness tests once more on the Python core (the reference and the
 # fallback where the native core is not built): SNAP_SPARK_NATIVE=0 reaches Spark's workers.
 PYTHON_CORE_TESTS := tests/unit/test_validate.py tests/unit/test_spec_vectors.py \
-	tests/unit/test_properties.py tests/pipeline tests/integration/test_verify_job.py
+	tests/unit/test_properties.py tests/unit/test_cli.py tests/pipeline \
+	tests/integration/test_verify_job.py
 test-python-core: setup
 	SNAP_SPARK_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_TESTS)
 

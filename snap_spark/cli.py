@@ -85,10 +85,11 @@ def _read_input(location: str) -> tuple[list[bytes | None], dict[int, str],
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from snap_spark.protocol.checker import check_lines
+    from snap_spark.protocol.checker import final_verdicts
     from snap_spark.protocol.replay import line_name
     from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
     from snap_spark.settings import SettingsError, VerifySettings
+    from snap_spark.udfs.verify import check_items
 
     try:
         settings = VerifySettings(max_drift=args.max_drift, replay_window=args.replay_window,
@@ -110,11 +111,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     many = len({path for path, _ in origin}) > 1 or (
         args.file != "-" and os.path.isdir(args.file))
     try:
-        verdicts = check_lines(
-            lines, clock, max_drift=settings.max_drift, replay_window=settings.replay_window,
-            read_errors=read_errors, names=[line_name(None if path == "-" else path, n)
-                                          for path, n in origin],
-        )
+        # the native core unless SNAP_SPARK_NATIVE=0, like the jobs
+        errors: list[str | None] = [None] * len(lines)
+        for line_no, reason in (read_errors or {}).items():
+            errors[line_no - 1] = reason
+        checked = check_items(lines, errors, clock, settings.max_drift)
+        verdicts = final_verdicts(
+            checked, replay_window=settings.replay_window,
+            names=[line_name(None if path == "-" else path, n) for path, n in origin])
     except MissingReceiptTime as exc:
         print(f"snap-spark check: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -67,6 +67,17 @@ def check_lines(
     if read_errors:
         for line_no, message in read_errors.items():
             checked[line_no - 1] = Checked.unreadable(message)
+    return final_verdicts(checked, replay_window=replay_window, names=names)
+
+
+def final_verdicts(
+    checked: Sequence[Checked],
+    *,
+    replay_window: float = DEFAULT_REPLAY_WINDOW,
+    names: Sequence[str] | None = None,
+) -> list[LineVerdict]:
+    """The verdict of each line from its stateless checks, replay applied in receipt order
+    (lines numbered from 1; ``names`` as in :func:`check_lines`)."""
     if names is None:
         names = [line_name(None, n) for n in range(1, len(checked) + 1)]
     finals = resolve(checked, replay_window, names)

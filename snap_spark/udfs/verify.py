@@ -208,6 +208,30 @@ def check_columns(
     return {name: batch.column(name).to_pylist() for name in VERDICT_COLUMNS}
 
 
+def check_items(
+    raws: list[bytes | None],
+    read_errors: list[str | None],
+    clock: ReceiptClock,
+    max_drift: float,
+) -> list[Checked]:
+    """The stateless checks of each line as :class:`~snap_spark.protocol.validate.Checked`
+    (what the replay step needs), on the core :func:`check_columns` chooses; for
+    :func:`snap_spark.protocol.checker.final_verdicts`.
+
+    Raises:
+        MissingReceiptTime: a bare line needs a receipt clock and ``clock`` refuses.
+    """
+    cols = check_columns(raws, read_errors, clock, max_drift)
+    for needs, detail in zip(cols["needs_clock"], cols["pre_detail"], strict=True):
+        if needs:
+            raise MissingReceiptTime(detail)
+    return [Checked(pre_code=pre, pre_detail=pre_d or "", auth_code=auth,
+                    auth_detail=auth_d or "", sender=sender, msg_id=msg_id, received_at=at)
+            for pre, pre_d, auth, auth_d, sender, msg_id, at in zip(
+                cols["pre_code"], cols["pre_detail"], cols["auth_code"], cols["auth_detail"],
+                cols["sender"], cols["msg_id"], cols["received_at"], strict=True)]
+
+
 def check_columns_reference(
     raws: list[bytes | None],
     read_errors: list[str | None],
