@@ -305,6 +305,47 @@ def measure_stream(spark: Any, corpus: Path, runs: int = 1, drops: int = 20,
     return best_of(runs, lambda: once(lines, drops))
 
 
+def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
+    """The fixed cost of one job process on 200 lines (``cold_fixed_s``): ``spark-submit``
+    of ``jobs/verify_messages.py`` as an operator runs it, from start to exit, and when
+    each of its progress lines arrived (JVM and session start, landing, both commits, the
+    task refresh). Fastest of ``runs``, all kept."""
+    import subprocess
+
+    small = warmup_file(corpus)
+    submit = Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    marks = {"stage 1/4": "inputs_listed_s", "stage 2/4": "landed_s",
+             "stage 3/4": "raw_committed_s", "stage 4/4": "messages_committed_s",
+             "tasks:": "tasks_refreshed_s"}
+    measured = []
+    for _ in range(runs):
+        lake = tempfile.mkdtemp(prefix="snap-bench-cold-")
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+             "--conf", "spark.snap.lake.backend=delta-rs",
+             str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
+        parts: dict[str, float] = {}
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            text = raw.decode("utf-8", "replace")
+            for mark, name in marks.items():
+                if "[snap-spark" in text and mark in text and name not in parts:
+                    parts[name] = round(time.perf_counter() - started, 2)
+        code = proc.wait()
+        wall = time.perf_counter() - started
+        shutil.rmtree(lake, ignore_errors=True)
+        if code != 0:
+            raise RuntimeError(f"spark-submit of the job on 200 lines exited {code}")
+        measured.append({"seconds": round(wall, 2), **parts})
+    best = min(measured, key=lambda m: m["seconds"])
+    return {"lines": 200, "cold_fixed_s": best["seconds"], "parts": best,
+            "all": measured}
+
+
 def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 40,
                     trigger: str = "2 seconds", backend: str = "delta-rs") -> dict[str, Any]:
     """Latency from file landing to commit: ``jobs/stream_verify.py`` under a
@@ -439,6 +480,10 @@ def main() -> int:
             print(f"        {results['job_delta_spark']['per_second']:,.0f} lines/s",
                   flush=True)
     spark.stop()
+    print("[bench] 4e  cold start: spark-submit of the job on 200 lines", flush=True)
+    results["cold"] = measure_cold(corpus)
+    print(f"        {results['cold']['cold_fixed_s']:.1f} s ({results['cold']['parts']})",
+          flush=True)
     print(f"[bench] 5/5 the job's per-line work without Spark ({cores} processes)", flush=True)
     results["no_spark"] = measure_ceiling(corpus, cores)
     print(f"        {results['no_spark']['per_second']:,.0f} lines/s", flush=True)
@@ -484,6 +529,7 @@ def main() -> int:
     latency = results["stream_latency"]
     print(f"  stream latency p50 / p95 (s)      {latency['latency_p50']:>5.1f} / "
           f"{latency['latency_p95']:.1f}")
+    print(f"  cold_fixed_s (200 lines, spark-submit) {results['cold']['cold_fixed_s']:>5.1f}")
     print(f"written to {args.out}")
     return 0
 
