@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from snap_spark.lake.delta_rs import DeltaRsLake
     from snap_spark.lake.files import DataFile
 
 #: Delta's session settings that make MERGE/UPDATE/DELETE idempotent (Delta >= 2.3).
@@ -256,13 +257,20 @@ class DeltaSparkLake:
         return {row[0] for row in rows}
 
     def data_root(self, path: str, staging: str) -> str:
-        """A folder under ``staging``: Delta's own writer copies the files into the table.
+        """Where the tasks write a table's files before the commit.
+
+        The table folder itself when the table takes commits in place
+        (:func:`commits_in_place`): the files are then committed where they are, through
+        the Delta protocol, and every row is written once. Otherwise a folder under
+        ``staging``, from which Delta's own writer copies the rows into the table.
 
         Examples:
             >>> DeltaSparkLake.data_root(lake, "/lake/messages", "/lake/_staging/r1")
             ... # doctest: +SKIP
-            '/lake/_staging/r1/messages-1a2b3c4d'
+            'file:///lake/messages'
         """
+        if commits_in_place(path):
+            return table_uri(path)
         name = path.rstrip("/").rsplit("/", 1)[-1] or "table"
         return f"{staging.rstrip('/')}/{name}-{uuid.uuid4().hex[:8]}"
 
@@ -291,6 +299,11 @@ class DeltaSparkLake:
             ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
             True
         """
+        if _in_place(path, root):
+            return _in_place_lake().add_files(
+                spark, path, root, files, schema=schema, partition_by=partition_by,
+                app_id=app_id, version=version, commit_info=commit_info, updates=updates,
+                read_version=read_version)
         if read_version is not None:
             # Delta's own conflict checks let a blind append through whatever was committed
             # since: the version is checked here, exact under the lake's commit lease
@@ -324,6 +337,10 @@ class DeltaSparkLake:
     ) -> bool:
         """Overwrite the table with the rows of staged Parquet files, in one commit; see
         :meth:`Lake.replace_files`."""
+        if _in_place(path, root):
+            return _in_place_lake().replace_files(
+                spark, path, root, files, schema=schema, partition_by=partition_by,
+                app_id=app_id, version=version, commit_info=commit_info)
         return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
                            version=version, partition_by=partition_by,
                            commit_info=commit_info, _mode="overwrite")
@@ -360,6 +377,10 @@ class DeltaSparkLake:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
+        if _in_place(path, root):
+            return _in_place_lake().replace_keys(
+                spark, path, root, files, keys=keys, schema=schema, partition_by=partition_by,
+                app_id=app_id, version=version, commit_info=commit_info)
         check_txn(app_id, version)
         key_columns = check_key_columns(keys.schema, schema)
         if _txn_done(path, (app_id, version)):
@@ -580,3 +601,44 @@ def _session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
+
+
+#: Protocol a table must not exceed for :func:`commits_in_place` (what delta-spark gives
+#: the lake's tables, and what delta-rs writes): reader 1, writer 2, no table features.
+IN_PLACE_MAX_READER = 1
+IN_PLACE_MAX_WRITER = 2
+
+
+def commits_in_place(path: str) -> bool:
+    """True when files written in the table folder of ``path`` may be committed where they
+    are, through the Delta protocol (delta-rs writes the commit), instead of being copied
+    by Delta's writer: the table is absent, or its protocol is at most reader 1 / writer 2
+    without table features (every table of a snap-spark lake). A table with features only
+    Delta's own writer keeps (deletion vectors, column mapping, ...) is written by Delta.
+
+    Delta-spark has no public API to adopt files; a commit of ``add`` actions is the
+    protocol's own way, and Delta reads such a table like any other (README "Speed").
+
+    Examples:
+        >>> commits_in_place("/tmp/no-such-table")
+        True
+    """
+    from snap_spark.lake.delta_log import open_table
+
+    table = open_table(table_uri(path))
+    if table is None:
+        return True
+    protocol = table.protocol()
+    return (protocol.min_reader_version <= IN_PLACE_MAX_READER
+            and protocol.min_writer_version <= IN_PLACE_MAX_WRITER
+            and not protocol.writer_features and not protocol.reader_features)
+
+
+def _in_place(path: str, root: str) -> bool:
+    return table_uri(root) == table_uri(path)
+
+
+def _in_place_lake() -> DeltaRsLake:
+    from snap_spark.lake.delta_rs import DeltaRsLake
+
+    return DeltaRsLake()

@@ -209,17 +209,32 @@ def test_read_old_version_and_history(spark: SparkSession, tmp_path: Path) -> No
     assert all(marker_write_id(h["userMetadata"]) for h in history)
 
 
-def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Path) -> None:
-    """The batch job's path: files staged under ``data_root`` go in as one commit; a re-run
-    of the same transaction adds nothing."""
+@pytest.mark.parametrize("deletion_vectors", [False, True])
+def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Path,
+                                               deletion_vectors: bool) -> None:
+    """The batch job's path: files written under ``data_root`` go in as one commit; a re-run
+    of the same transaction adds nothing. A plain table (every table snap-spark creates)
+    commits them in place, each row written once; a table with a feature only Delta's
+    writer keeps (deletion vectors) gets them staged and copied by Delta's writer."""
     lake = delta_spark_lake(spark)
+    from snap_spark.lake.common import table_uri
+    from snap_spark.lake.delta_spark import commits_in_place
     from snap_spark.lake.files import PartitionedFileWriter
     from snap_spark.pipeline.land import table_arrow_schema
     from snap_spark.schemas.tables import MESSAGES
 
     path = str(tmp_path / "lake" / "messages")
+    if deletion_vectors:
+        ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in MESSAGES.fields)
+        spark.sql(f"CREATE TABLE delta.`{path}` ({ddl}) USING delta PARTITIONED BY "
+                  "(event_date) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        assert DeltaTable(path).protocol().writer_features  # table features: not plain
+    assert commits_in_place(path) is not deletion_vectors
     root = lake.data_root(path, str(tmp_path / "lake" / "_staging" / "run1"))
-    assert root.startswith(str(tmp_path / "lake" / "_staging" / "run1"))
+    if deletion_vectors:
+        assert root.startswith(str(tmp_path / "lake" / "_staging" / "run1"))
+    else:
+        assert root == table_uri(path)
     schema = table_arrow_schema("messages")
     moment = dt.datetime(2026, 2, 4, 1, 2, 3, 456789, tzinfo=UTC)
     rows = [{**{f.name: None for f in schema}, "ingest_id": "i", "ingest_time": moment,
@@ -239,8 +254,12 @@ def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Pa
                           app_id="empty", version=1)  # no files: only the transaction
 
     table = DeltaTable(path)
-    assert (table.version(), table.transaction_version("empty")) == (1, 1)
+    created = 1 if deletion_vectors else 0  # the CREATE TABLE is a version of its own
+    assert (table.version(), table.transaction_version("empty")) == (1 + created, 1)
     assert table.metadata().partition_columns == ["event_date"]
+    if not deletion_vectors:  # the files the tasks wrote are the table's, not copies
+        assert sorted(table.file_uris()) == sorted(
+            f"{table_uri(path)}/{f.path}" for f in files)
     assert [f.name for f in table.schema().fields] == MESSAGES.fieldNames()
     got = delta_rows(path, "select line_no, event_date, ingest_time from t order by line_no")
     assert got == [{"line_no": r["line_no"], "event_date": r["event_date"],
