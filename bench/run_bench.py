@@ -327,10 +327,10 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
             [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
              "--conf", "spark.snap.lake.backend=delta-rs",
              str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         parts: dict[str, float] = {}
-        assert proc.stderr is not None
-        for raw in proc.stderr:
+        assert proc.stdout is not None
+        for raw in proc.stdout:  # progress lines: stdout under spark-submit
             text = raw.decode("utf-8", "replace")
             for mark, name in marks.items():
                 if "[snap-spark" in text and mark in text and name not in parts:
