@@ -102,8 +102,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         lines, read_errors, origin = _read_input(args.file)
     except FileNotFoundError as exc:
-        print(f"snap-spark check: no such file or folder: {exc.filename or args.file}",
-              file=sys.stderr)
+        if exc.filename is None and os.path.exists(args.file):  # there, but nothing to read
+            print(f"snap-spark check: {exc}", file=sys.stderr)
+        else:
+            print(f"snap-spark check: no such file or folder: {exc.filename or args.file}",
+                  file=sys.stderr)
         return EXIT_USAGE
     except (OSError, ValueError) as exc:
         print(f"snap-spark check: {exc}", file=sys.stderr)
@@ -344,14 +347,16 @@ def cmd_sign(args: argparse.Namespace) -> int:
 def _add_lake(sub: Any) -> None:
     p = sub.add_parser(
         "lake",
-        help="look after a lake: remove what killed runs left behind",
+        help="look after a lake: check its tables, remove what killed runs left behind",
         description=(
+            "check: open every Delta table of the lake and say, per table, its version or "
+            "what is damaged (exit 1 when one is). "
             "clean: delete the uncommitted data files and staging folders that runs killed "
             "before their commits left in a lake (runs still writing are left alone; files "
             "the Delta log references and files snap-spark did not write are never touched)."
         ),
     )
-    p.add_argument("action", choices=["clean"], help="what to do")
+    p.add_argument("action", choices=["check", "clean"], help="what to do")
     p.add_argument("--lake", required=True, metavar="DIR", help="the lake folder (or URI)")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.add_argument("--stale-after", default="86400", metavar="SECONDS",
@@ -373,6 +378,8 @@ def cmd_lake(args: argparse.Namespace) -> int:
     if storage.path_kind(lake) != "dir":
         print(f"snap-spark lake: no lake folder at {lake}", file=sys.stderr)
         return EXIT_USAGE
+    if args.action == "check":
+        return _check_lake(lake)
     cleaned = clean_leftovers(lake, ["raw_messages", "messages", "ingested_files"],
                               dry_run=args.dry_run,
                               stale_after=stale_after)
@@ -381,6 +388,33 @@ def cmd_lake(args: argparse.Namespace) -> int:
         print(f"{verb} {path}")
     print(f"lake {lake}: {cleaned.summary()}")
     return 0
+
+
+def _check_lake(lake: str) -> int:
+    """``snap-spark lake check``: one line per Delta table of the lake (its folders that
+    hold a ``_delta_log``): its version, or why it cannot be read."""
+    from pyarrow import fs as pafs
+
+    from snap_spark import storage
+    from snap_spark.lake import DamagedTable, table_uri, table_version
+
+    filesystem, root = storage.resolve(lake)
+    folders = [info.base_name for info in filesystem.get_file_info(pafs.FileSelector(root))
+               if info.type == pafs.FileType.Directory]
+    tables = sorted(name for name in folders
+                    if storage.is_dir(storage.join(lake, name, "_delta_log")))
+    damaged = 0
+    for name in tables:
+        path = storage.join(lake, name)
+        try:
+            version = table_version(table_uri(path))
+        except DamagedTable as exc:
+            damaged += 1
+            print(f"{name}: DAMAGED: {exc}")
+            continue
+        print(f"{name}: ok, version {version}")
+    print(f"lake {lake}: {len(tables)} tables, {damaged} damaged")
+    return 1 if damaged else 0
 
 
 def _add_relay(sub: Any) -> None:

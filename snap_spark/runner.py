@@ -138,6 +138,8 @@ def build_parser(job: Job) -> argparse.ArgumentParser:
                         help="Spark master when not launched by spark-submit (default local[*])")
     common.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark setting (repeatable)")
+    common.add_argument("--debug", action="store_true",
+                        help="on an error, print the whole traceback (default: one line)")
     return parser
 
 
@@ -269,7 +271,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     except (UsageError, SettingsError) as exc:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from snap_spark.lake import LakeError, LakeLocationError
+    from snap_spark.lake import DamagedTable, LakeError, LakeLocationError
     from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.session import build_session
 
@@ -282,6 +284,11 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
             MissingReceiptTime, LakeLocationError) as exc:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except DamagedTable as exc:
+        if context.args.debug:
+            raise
+        print(f"{prefix} {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except LakeError as exc:
         print(f"{prefix} the Delta tables refused the write: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -28,6 +28,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import (
+    DamagedTable,
     Lake,
     LakeError,
     LakeLocationError,
@@ -63,6 +64,7 @@ __all__ = [
     "LAKE_BACKENDS",
     "LAKE_BACKEND_CONF",
     "CommitContention",
+    "DamagedTable",
     "DataFile",
     "DeltaRsLake",
     "DeltaSparkLake",

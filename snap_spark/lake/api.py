@@ -33,6 +33,11 @@ class LakeSchemaError(LakeError, ValueError):
     """A DataFrame does not fit a table (columns, types, partitioning) or plain Delta."""
 
 
+class DamagedTable(LakeError):
+    """A Delta table's log cannot be read (a truncated or corrupt ``_delta_log`` file): the
+    message names the table, the damaged log file when one is found, and what to do."""
+
+
 class VersionConflict(LakeError):
     """A commit was decided against one version of a table, and another writer committed
     since: nothing was committed; decide again against the new version and retry."""

@@ -9,6 +9,7 @@ so tables on S3-compatible stores open with the same settings the data files are
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from snap_spark import storage
-from snap_spark.lake.api import LakeError, LakeSchemaError, VersionConflict
+from snap_spark.lake.api import DamagedTable, LakeError, LakeSchemaError, VersionConflict
 from snap_spark.lake.common import marker_write_id, write_marker
 from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_schema, same_columns
 
@@ -70,11 +71,50 @@ def open_table(uri: str, version: int | None = None) -> DeltaTable | None:
         True
     """
     from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
 
     location, options = delta_location(uri)
     if not DeltaTable.is_deltatable(location, storage_options=options):
         return None
-    return DeltaTable(location, version=version, storage_options=options)
+    try:
+        return DeltaTable(location, version=version, storage_options=options)
+    except DeltaError as exc:
+        if version is not None and "version" in str(exc).lower() and (
+                "not found" in str(exc).lower() or "invalid" in str(exc).lower()):
+            raise  # a version that is not there: the caller's question, not damage
+        raise damaged_table(uri, exc) from None
+
+
+def damaged_table(uri: str, exc: BaseException) -> DamagedTable:
+    """The one-line error for a table whose log cannot be read, naming the damaged log
+    file (the newest ``_delta_log/*.json`` that is not JSON) and what to do."""
+    reason = (str(exc).strip().splitlines() or ["unreadable"])[0]
+    log_dir = storage.join(uri, "_delta_log")
+    bad: str | None = None
+    try:
+        commits = sorted(f for f in storage.list_files(log_dir, (".json",))
+                         if f.rsplit("/", 1)[-1][:-5].isdigit())
+        for path in reversed(commits[-50:]):
+            with storage.open_input(path) as handle:
+                text = handle.read()
+            try:
+                for line in text.splitlines():
+                    if line.strip():
+                        json.loads(line)
+            except ValueError:
+                bad = path
+                break
+    except OSError:
+        pass
+    if bad is None:
+        return DamagedTable(f"the Delta table {uri} cannot be read ({reason}); run "
+                           f"`snap-spark lake check --lake <lake>` to find the damaged file")
+    version = int(bad.rsplit("/", 1)[-1][:-5])
+    earlier = (f"; version {version - 1} is the last before it (time travel: "
+               f"versionAsOf={version - 1})" if version > 0 else "")
+    return DamagedTable(
+        f"the Delta table {uri} cannot be read: its log file {bad} (version {version}) is "
+        f"damaged ({reason}); restore that file from a backup{earlier}")
 
 
 def table_schema(table: DeltaTable) -> StructType:

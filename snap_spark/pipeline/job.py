@@ -317,6 +317,11 @@ def run(
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
         landed = _fold(landed_df, settings.replay_window, storage.join(staging, "candidates"))
+        if landed.bare:  # refused before any progress line claims lines were written
+            from snap_spark.lake import delete_data_files
+
+            delete_data_files(raw_root, landed.raw_files)
+            refuse_bare_lines()
         log(f"stage 2/4 read, checked and wrote {sum(landed.lines.values())} lines from "
             f"{len(todo)} files ({landed.replays} replays found) "
             f"[{time.monotonic() - started:.1f}s]")
@@ -482,6 +487,19 @@ def _versions(lake_dir: str, tables: Sequence[str]) -> list[int]:
     return [table_version(table_uri(storage.join(lake_dir, name))) for name in tables]
 
 
+def refuse_bare_lines() -> None:
+    """Stop a pass that met bare lines while no receipt clock was set.
+
+    Raises:
+        MissingReceiptTime: always, with the option that decides it.
+    """
+    from snap_spark.protocol.validate import MissingReceiptTime
+
+    raise MissingReceiptTime(
+        "input has bare message lines (no envelope received_at): choose their "
+        "receipt clock with --bare-clock now|message|<unix seconds>")
+
+
 def listed_inputs(inputs: Sequence[str]) -> list[str]:
     """The input files under ``inputs`` (files, or folders read recursively for
     ``.jsonl/.ndjson/.json`` and their ``.gz``), as every job lists them.
@@ -497,7 +515,7 @@ def listed_inputs(inputs: Sequence[str]) -> list[str]:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not files:
-        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {list(inputs)}")
+        raise FileNotFoundError(f"no .jsonl/.ndjson/.json(.gz) files under {', '.join(inputs)}")
     return files
 
 
@@ -545,7 +563,6 @@ def commit_landed(
         MissingReceiptTime: the pass met bare lines while no receipt clock was set.
     """
     from snap_spark.lake import delete_data_files
-    from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.schemas.tables import RAW_MESSAGES
 
     raw_path = storage.join(lake_dir, "raw_messages")
@@ -555,10 +572,7 @@ def commit_landed(
     try:
         result.lines_read = sum(landed.lines.values())
         if landed.bare:
-            raise MissingReceiptTime(
-                "input has bare message lines (no envelope received_at): choose their "
-                "receipt clock with --bare-clock now|message|<unix seconds>"
-            )
+            refuse_bare_lines()
         result.counts = {code: n for code, n in landed.counts.items() if n}
         if raw_keys:
             app_id, version = txn("raw_messages", sorted(raw_keys))
@@ -882,6 +896,12 @@ class VerifyMessages(Job):
             raise UsageError("--reprocess verifies what the lake holds: give no --input")
         if not context.args.reprocess and not context.args.input:
             raise UsageError("give --input PATH (or --reprocess)")
+        if context.args.input:
+            # a wrong path is refused before Spark starts (listed again by the run)
+            try:
+                listed_inputs(context.args.input)
+            except FileNotFoundError as exc:
+                raise UsageError(str(exc)) from None
 
     def run(self, spark: Any, context: Context) -> JobResult:
         if context.args.reprocess:

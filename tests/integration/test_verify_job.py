@@ -207,12 +207,17 @@ def test_truncated_gzip_keeps_what_it_read(spark: Any, tmp_path: Path) -> None:
     assert all(r["error_code"] is None for r in rows[:-1])
 
 
-def test_bare_lines_need_a_clock_and_nothing_is_written(spark: Any, tmp_path: Path) -> None:
+def test_bare_lines_need_a_clock_and_nothing_is_written(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bare.jsonl"
     path.write_bytes(json.dumps(signed()).encode() + b"\n")
+    (tmp_path / "other.jsonl").write_bytes(envelope(signed()) + b"\n")  # lands, then goes
     lake = tmp_path / "lake"
     with pytest.raises(MissingReceiptTime):
-        run(spark, [str(path)], str(lake))
+        run(spark, [str(path), str(tmp_path / "other.jsonl")], str(lake))
+    said = capsys.readouterr().err
+    assert "stage 1/4" in said and "stage 2/4" not in said  # no "wrote N lines" first
     assert not (lake / "messages").exists() and not (lake / "raw_messages").exists()
     ok = run(spark, [str(path)], str(lake), VerifySettings(bare_clock="message"))
     assert ok.valid == 1
@@ -249,15 +254,62 @@ def test_job_errors_are_clear_and_write_nothing(spark: Any, tmp_path: Path,
 
     lake = tmp_path / "lake"
     (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "ok.jsonl").write_bytes(envelope(signed()) + b"\n")
     (tmp_path / "empty").mkdir()
     cases = [
         (["--input", str(tmp_path / "missing.jsonl")], "does not exist"),
         (["--input", str(tmp_path / "notes.txt")], "does not end in"),
         (["--input", str(tmp_path / "empty")], "no .jsonl"),
         (["--input", str(tmp_path / "empty"), "--bare-clock", "soon"], "bad receipt clock"),
-        (["--input", str(tmp_path / "empty"), "--conf", "novalue"], "KEY=VALUE"),
+        (["--input", str(tmp_path / "ok.jsonl"), "--conf", "novalue"], "KEY=VALUE"),
     ]
     for argv, expected in cases:
         assert main([*argv, "--lake", str(lake)]) == 2, argv
         assert expected in capsys.readouterr().err, argv
     assert not lake.exists()
+
+
+def test_a_wrong_input_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    """No JVM is started for a path that cannot be read: the one line comes at once."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    for wrong, expected in ((tmp_path / "missing.jsonl", "does not exist"),
+                            (tmp_path, "no .jsonl")):
+        proc = subprocess.run(
+            [sys.executable, str(root / "jobs" / "verify_messages.py"), "--input", str(wrong),
+             "--lake", str(tmp_path / "lake")],
+            capture_output=True, text=True, timeout=120, env=env, check=False)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], proc.stderr
+        assert "log4j" not in proc.stderr and "SparkContext" not in proc.stderr
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_damaged_table_log_is_one_line(tmp_path: Path) -> None:
+    """A truncated ``_delta_log`` file: exit 1 with one line naming the table and the file
+    (no traceback, no Rust backtrace); ``--debug`` shows the traceback."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    lake = tmp_path / "lake"
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(envelope(signed()) + b"\n")
+    second.write_bytes(envelope(signed(id="m-2")) + b"\n")
+
+    def job(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(root / "jobs" / "verify_messages.py"), "--master", "local[1]",
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-rs",
+             "--input", str(path), "--lake", str(lake), *extra],
+            capture_output=True, text=True, timeout=300, env=env, check=False)
+
+    assert job(first).returncode == 0
+    log = sorted((lake / "messages" / "_delta_log").glob("*.json"))[-1]
+    log.write_bytes(log.read_bytes()[: len(log.read_bytes()) // 2])
+    proc = job(second)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("verify_messages:")]
+    assert len(ours) == 1 and str(log) in ours[0] and "messages" in ours[0], proc.stderr
+    assert "Traceback" not in proc.stderr and "pthread" not in proc.stderr
+    debug = job(second, "--debug")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr

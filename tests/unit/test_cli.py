@@ -141,3 +141,51 @@ def test_sample_writes_its_expected_tasks_beside_the_traffic(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert chosen.read_bytes() == beside.read_bytes()
     assert b"expected-tasks" in run("sample", "--help").stdout
+
+
+def test_check_names_what_is_wrong_with_its_input(tmp_path: Path) -> None:
+    """An empty folder is there but holds no input; a FIFO is no file to read; a missing
+    path is missing. Each gets its own one line (exit 2)."""
+    import os
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    said = {}
+    for name, path in (("empty", empty), ("fifo", fifo), ("missing", tmp_path / "no.jsonl")):
+        proc = run("check", str(path))
+        assert proc.returncode == 2, proc.stderr
+        said[name] = proc.stderr.decode().strip()
+        assert len(said[name].splitlines()) == 1, said[name]
+    assert said["empty"] == f"snap-spark check: no .jsonl/.ndjson/.json(.gz) files under {empty}"
+    assert "neither a regular file nor a folder" in said["fifo"]
+    assert said["missing"] == f"snap-spark check: no such file or folder: {tmp_path / 'no.jsonl'}"
+
+
+def _truncate_newest_log(table: Path) -> Path:
+    newest = sorted((table / "_delta_log").glob("*.json"))[-1]
+    newest.write_bytes(newest.read_bytes()[:40])
+    return newest
+
+
+def test_lake_check_names_the_damaged_log_file(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    lake = tmp_path / "lake"
+    for name in ("messages", "tasks"):
+        write_deltalake(str(lake / name), pa.table({"x": [1, 2]}))
+        write_deltalake(str(lake / name), pa.table({"x": [3]}), mode="append")
+    healthy = run("lake", "check", "--lake", str(lake))
+    assert healthy.returncode == 0, healthy.stderr
+    assert healthy.stdout.decode().splitlines() == [
+        "messages: ok, version 1", "tasks: ok, version 1",
+        f"lake {lake}: 2 tables, 0 damaged"]
+    damaged = _truncate_newest_log(lake / "messages")
+    proc = run("lake", "check", "--lake", str(lake))
+    assert proc.returncode == 1
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0].startswith("messages: DAMAGED: ") and str(damaged) in lines[0]
+    assert "(version 1)" in lines[0] and "versionAsOf=0" in lines[0]
+    assert lines[1:] == ["tasks: ok, version 1", f"lake {lake}: 2 tables, 1 damaged"]
