@@ -249,8 +249,11 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
     ).validated()
     if (reverify_all or reverify_fraction is not None) and not {"raw_messages", "messages"
                                                                 } <= set(frames):
-        log("audit: re-verification needs raw_messages and messages; skipped")
-    elif reverify_all or reverify_fraction is not None:
+        # never a silent skip: asked for, it is done or the run is refused (exit 2)
+        missing = sorted({"raw_messages", "messages"} - set(frames))
+        raise UsageError(f"re-verification needs the raw_messages and messages tables; "
+                         f"{lake_dir} has no {' and no '.join(missing)}")
+    if reverify_all or reverify_fraction is not None:
         seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
         raw, messages = frames["raw_messages"], frames["messages"]
         if window.start is not None or window.end is not None:
@@ -377,6 +380,14 @@ def _job() -> Job:
                 raise UsageError(str(exc)) from None
             if not storage.is_dir(context.lake):
                 raise UsageError(f"--lake {context.lake}: no such folder")
+            if args.reverify_all or args.reverify_sample is not None:
+                missing = [name for name in ("raw_messages", "messages") if not storage.is_dir(
+                    storage.join(context.lake, name, "_delta_log"))]
+                if missing:
+                    option = "--reverify-all" if args.reverify_all else "--reverify-sample"
+                    raise UsageError(f"{option} checks archived lines again: it needs the "
+                                     f"raw_messages and messages tables, and "
+                                     f"{context.lake} has no {' and no '.join(missing)}")
             out = Path(args.out)
             if out.exists() and not out.is_dir():
                 raise UsageError(f"--out {args.out}: exists and is not a folder")

@@ -361,6 +361,15 @@ def test_exit_status_and_usage_errors(spark: Any, full_lake: FullLake, tmp_path:
         assert not out.exists()
     assert main(["--lake", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    # re-verification asked of a lake without raw_messages: refused, never skipped
+    only_tasks = tmp_path / "only-tasks"
+    shutil.copytree(Path(lake) / "tasks", only_tasks / "tasks")
+    for option in (["--reverify-all"], ["--reverify-sample", "0.5"]):
+        out = tmp_path / "refused"
+        assert main(["--lake", str(only_tasks), "--out", str(out), *option]) == 2
+        said = capsys.readouterr().err
+        assert option[0] in said and "no raw_messages and no messages" in said
+        assert not out.exists()
     for argv in (["--reverify-sample", "0"], ["--reverify-sample", "1.5"],
                  ["--reverify-all", "--reverify-sample", "0.1"]):
         with pytest.raises(SystemExit) as stop:
