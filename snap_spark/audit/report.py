@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,8 +39,26 @@ img { max-width: 100%; height: auto; display: block; margin: 6px 0; }
 """
 
 
+#: Characters a page must show rather than obey: C0/C1 controls (tab, newline and carriage
+#: return aside), and the marks that reorder text (bidirectional overrides and isolates).
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f"
+                     "\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def visible(value: Any) -> str:
+    """``value`` as text with every control or reordering character written as its
+    ``\\uXXXX`` escape, so a file name or detail shows what it holds.
+
+    Examples:
+        >>> visible("a.jsonl\\x00ff\\u202egnp.exe")
+        'a.jsonl\\\\u0000ff\\\\u202egnp.exe'
+    """
+    text = "" if value is None else str(value)
+    return _HIDDEN.sub(lambda hit: f"\\u{ord(hit.group()):04x}", text)
+
+
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html.escape(visible(value))
 
 
 def _img(png: bytes, alt: str) -> str:

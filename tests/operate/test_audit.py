@@ -474,3 +474,25 @@ def test_the_job_under_spark_submit(submitted: tuple[subprocess.CompletedProcess
     assert summary["reverify"]["mode"] == "all" and summary["reverify"]["seed"] is not None
     assert summary["window"] == {"from": "2000-01-01", "to": dt.date.today().isoformat()}
     assert summary["lake"] == str(full_lake.lake)
+
+
+def test_report_and_summary_show_control_and_bidi_characters_escaped(
+        audited: tuple[dict[str, Any], Path]) -> None:
+    """NUL, other controls and bidirectional overrides in file names, ids and details
+    reach neither page nor JSON raw: both show them as escapes."""
+    from snap_spark.audit import report
+
+    summary, out = audited
+    nasty = {"source_file": "in\x00box\x1b[31m\u202etxt.jsonl", "line_no": 7,
+             "msg_id": "m\x07\u2066", "stored_code": 2001, "stored_name": "x\x0b",
+             "code": None, "name": None, "detail": "line 3 of a.jsonl\x00fff38dee\x85"}
+    changed = json.loads(json.dumps(summary))
+    changed["reverify"].update(mode="all", checked=1, difference_count=1, differences=[nasty])
+    page = report.render(changed, {png.name: png.read_bytes() for png in out.glob("*.png")})
+    text = json.dumps(changed, indent=2, default=str)  # as the job writes summary.json
+    hidden = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    for written in (page, text):
+        assert not hidden.search(written), hidden.findall(written)
+    assert "in\\u0000box\\u001b[31m\\u202etxt.jsonl" in page
+    assert "a.jsonl\\u0000fff38dee\\u0085" in page
+    assert json.loads(text)["reverify"]["differences"][0] == nasty  # escaped, not lost
