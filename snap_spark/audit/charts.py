@@ -1,13 +1,17 @@
-"""The audit's charts as PNG bytes (matplotlib's Agg backend: no display needed).
+"""The audit's charts (matplotlib's Agg backend: no display needed).
 
-Each function takes the figures of :mod:`snap_spark.audit.figures` and returns one PNG; a
-chart whose data is absent says so in the picture instead of being left out, so a report
-always has the same sections.
+Each chart function takes the figures of :mod:`snap_spark.audit.figures` and returns one
+matplotlib figure; :func:`render_all` turns them into PNG bytes. A chart whose data is
+absent says so in the picture instead of being left out, so a report always has the same
+sections. Counts carry thousands separators, legends stand outside the data, and
+:func:`crowded_labels` finds tick labels that run into each other (the tests hold every
+chart to none).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from snap_spark.protocol.errors import ERROR_NAMES
 
@@ -64,53 +68,106 @@ def _figure(height: float = 3.6, columns: int = 1) -> tuple[Figure, list[Axes]]:
     return fig, list(axes[0])
 
 
-def verdict_mix(messages: Mapping[str, Any]) -> bytes:
-    """Valid and rejected messages per day (stacked bars)."""
+#: Counts on an axis: whole numbers with thousands separators (1,500, not 1500).
+THOUSANDS = FuncFormatter(lambda value, _pos: f"{round(value):,}")
+#: Where the bar of lines without a receipt time stands, after the last day.
+UNDATED_GAP = 1.0
+UNDATED_LABEL = "no receipt\ntime"
+
+
+def _count_axis(axis: Any, bins: int = 5) -> None:
+    axis.set_major_locator(MaxNLocator(integer=True, nbins=bins, min_n_ticks=2))
+    axis.set_major_formatter(THOUSANDS)
+    axis.set_tick_params(labelsize=8)
+
+
+def _legend_outside(ax: Axes) -> None:
+    """The legend to the right of the plot, never over the bars."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _undated(messages: Mapping[str, Any]) -> Mapping[str, Any]:
+    undated = messages.get("undated") or {}
+    return undated if undated.get("valid") or undated.get("rejected") else {}
+
+
+def verdict_mix(messages: Mapping[str, Any]) -> Figure:
+    """Valid and rejected messages per receipt day (stacked bars); lines without a receipt
+    time (malformed, unreadable) stand apart in a hatched bar of their own."""
     fig, (ax,) = _figure()
     daily = messages.get("daily") or []
-    if not daily:
+    undated = _undated(messages)
+    if not daily and not undated:
         _empty(ax, "no messages in the window" if messages else "no messages table")
-        return _png(fig)
+        return fig
     dates = [d["date"] for d in daily]
-    valid = [d["valid"] for d in daily]
-    rejected = [d["rejected"] for d in daily]
-    ax.bar(dates, valid, color=VALID_COLOUR, label="valid")
-    ax.bar(dates, rejected, bottom=valid, color=REJECTED_COLOUR, label="rejected")
+    positions = list(range(len(dates)))
+    ax.bar(positions, [d["valid"] for d in daily], color=VALID_COLOUR, label="valid")
+    ax.bar(positions, [d["rejected"] for d in daily], bottom=[d["valid"] for d in daily],
+           color=REJECTED_COLOUR, label="rejected")
+    if undated:
+        at = _undated_spot(len(dates))
+        ax.bar([at], [undated["valid"]], color=VALID_COLOUR, hatch="//", edgecolor="white")
+        ax.bar([at], [undated["rejected"]], bottom=[undated["valid"]], color=REJECTED_COLOUR,
+               hatch="//", edgecolor="white")
     ax.set_ylabel("messages")
+    _count_axis(ax.yaxis)
     ax.set_title("Verdict mix per day (receipt date)")
-    ax.legend(loc="upper right")
-    _date_ticks(ax, dates)
-    return _png(fig)
+    _legend_outside(ax)
+    _date_ticks(ax, dates, bool(undated))
+    return fig
 
 
-def _date_ticks(ax: Axes, dates: Sequence[str]) -> None:
-    step = max(1, len(dates) // 12)
-    ax.set_xticks(range(0, len(dates), step))
-    ax.set_xticklabels([dates[i] for i in range(0, len(dates), step)], rotation=30,
-                       ha="right", fontsize=8)
+def _day_step(days: int) -> int:
+    return max(1, -(-days // 12))  # at most 12 day labels
 
 
-def rejections_by_code(messages: Mapping[str, Any]) -> bytes:
-    """Rejections per day by SNAP error code (stacked bars)."""
+def _undated_spot(days: int) -> float:
+    """The x of the bar of lines without a receipt time: one label step after the last
+    day, so that neither bar nor label runs into the days."""
+    return float(days - 1 + max(UNDATED_GAP, _day_step(days)) + 0.5) if days else 0.0
+
+
+def _date_ticks(ax: Axes, dates: Sequence[str], undated: bool = False) -> None:
+    ticks: list[float] = [float(i) for i in range(0, len(dates), _day_step(len(dates)))]
+    labels = [dates[int(i)] for i in ticks]
+    if undated:
+        ticks.append(_undated_spot(len(dates)))
+        labels.append(UNDATED_LABEL)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, rotation=90, fontsize=8)
+
+
+def rejections_by_code(messages: Mapping[str, Any]) -> Figure:
+    """Rejections per receipt day by SNAP error code (stacked bars); lines without a
+    receipt time stand apart in a hatched bar of their own."""
     fig, (ax,) = _figure()
     rows = messages.get("daily_by_code") or []
-    if not rows:
+    undated = {r["code"]: r["count"] for r in _undated(messages).get("by_code") or []}
+    if not rows and not undated:
         _empty(ax, "no rejections in the window" if messages else "no messages table")
-        return _png(fig)
+        return fig
     dates = sorted({r["date"] for r in rows})
-    codes = sorted({r["code"] for r in rows})
+    codes = sorted({r["code"] for r in rows} | set(undated))
     at = {(r["date"], r["code"]): r["count"] for r in rows}
+    spot = _undated_spot(len(dates))
     bottom = [0] * len(dates)
+    apart = 0
     for code in codes:
         heights = [at.get((d, code), 0) for d in dates]
         ax.bar(range(len(dates)), heights, bottom=bottom, label=f"{code} {ERROR_NAMES[code]}",
                color=CODE_COLOURS.get(code))
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        if undated.get(code):
+            ax.bar([spot], [undated[code]], bottom=[apart], color=CODE_COLOURS.get(code),
+                   hatch="//", edgecolor="white")
+            apart += undated[code]
     ax.set_ylabel("rejected messages")
+    _count_axis(ax.yaxis)
     ax.set_title("Rejections per day by error code")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    _date_ticks(ax, dates)
-    return _png(fig)
+    _legend_outside(ax)
+    _date_ticks(ax, dates, bool(undated))
+    return fig
 
 
 def _barh(ax: Axes, labels: Sequence[str], values: Sequence[int], colour: str,
@@ -120,12 +177,13 @@ def _barh(ax: Axes, labels: Sequence[str], values: Sequence[int], colour: str,
     ax.set_yticks(positions)
     ax.set_yticklabels(labels, fontsize=8, family="monospace")
     ax.set_title(title, fontsize=10)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _count_axis(ax.xaxis, bins=4)
+    ax.set_xlim(0, max(values, default=0) * 1.25 or 1)  # room for the value labels
     for y, v in zip(positions, values, strict=True):
-        ax.text(v, y, f" {v}", va="center", fontsize=8)
+        ax.text(v, y, f" {v:,}", va="center", fontsize=8)
 
 
-def top_senders(messages: Mapping[str, Any]) -> bytes:
+def top_senders(messages: Mapping[str, Any]) -> Figure:
     """Senders with the most rejections, and with the most replay attempts."""
     fig, axes = _figure(height=3.8, columns=2)
     senders = messages.get("senders") or {}
@@ -137,16 +195,16 @@ def top_senders(messages: Mapping[str, Any]) -> bytes:
             _empty(ax, f"{title.lower()}: none")
             continue
         _barh(ax, [short(r["sender"]) for r in rows], [r[metric] for r in rows], colour, title)
-    return _png(fig)
+    return fig
 
 
-def signature_failures(messages: Mapping[str, Any]) -> bytes:
+def signature_failures(messages: Mapping[str, Any]) -> Figure:
     """Forged (2001) and missing (2002) signatures per sender (stacked bars)."""
     fig, (ax,) = _figure(height=3.4)
     rows = (messages.get("senders") or {}).get("by_signature_failures") or []
     if not rows:
         _empty(ax, "no signature failures" if messages else "no messages table")
-        return _png(fig)
+        return fig
     labels = [short(r["sender"], 22) for r in rows]
     positions = list(range(len(rows)))[::-1]
     forged = [r["forged"] for r in rows]
@@ -157,12 +215,12 @@ def signature_failures(messages: Mapping[str, Any]) -> bytes:
     ax.set_yticks(positions)
     ax.set_yticklabels(labels, fontsize=8, family="monospace")
     ax.set_title("Signature failures by sender")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="lower right")
-    return _png(fig)
+    _count_axis(ax.xaxis)
+    _legend_outside(ax)
+    return fig
 
 
-def tasks(task_figures: Mapping[str, Any]) -> bytes:
+def tasks(task_figures: Mapping[str, Any]) -> Figure:
     """Tasks by state, and illegal transitions by from → to."""
     fig, axes = _figure(height=3.6, columns=2)
     states = task_figures.get("by_state") or {}
@@ -177,17 +235,17 @@ def tasks(task_figures: Mapping[str, Any]) -> bytes:
     else:
         _empty(axes[1], "no illegal transitions" if "reports" in task_figures
                else "no task_events table")
-    return _png(fig)
+    return fig
 
 
-def agent_directory(agents: Mapping[str, Any]) -> bytes:
+def agent_directory(agents: Mapping[str, Any]) -> Figure:
     """Per identity: new, updated, and impersonation attempts (grouped bars)."""
     rows = (agents.get("per_identity") or [])[:12]
     fig, (ax,) = _figure(height=max(3.0, 0.32 * len(rows) + 1.2))
     if not rows:
         _empty(ax, "no agent_card_history table (make run-nostr)"
                if "per_identity" not in agents else "no agent cards in the window")
-        return _png(fig)
+        return fig
     base = list(range(len(rows)))[::-1]
     height = 0.27
     for offset, key, colour, label in ((height, "new", VALID_COLOUR, "new"),
@@ -200,13 +258,13 @@ def agent_directory(agents: Mapping[str, Any]) -> bytes:
     ax.set_yticklabels([short(r["identity"], 22) for r in rows], fontsize=8,
                        family="monospace")
     ax.set_title("Agent directory changes per identity")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="lower right")
-    return _png(fig)
+    _count_axis(ax.xaxis)
+    _legend_outside(ax)
+    return fig
 
 
 #: Chart file name → (section of the figures it draws, how).
-CHARTS: dict[str, tuple[str, Callable[[Mapping[str, Any]], bytes]]] = {
+CHARTS: dict[str, tuple[str, Callable[[Mapping[str, Any]], Figure]]] = {
     "verdict_mix.png": ("messages", verdict_mix),
     "rejections_by_code.png": ("messages", rejections_by_code),
     "top_senders.png": ("messages", top_senders),
@@ -218,4 +276,38 @@ CHARTS: dict[str, tuple[str, Callable[[Mapping[str, Any]], bytes]]] = {
 
 def render_all(figures: Mapping[str, Any]) -> dict[str, bytes]:
     """Every chart of :data:`CHARTS`, as ``{file name: PNG bytes}``."""
-    return {name: draw(figures.get(section) or {}) for name, (section, draw) in CHARTS.items()}
+    return {name: _png(draw(figures.get(section) or {}))
+            for name, (section, draw) in CHARTS.items()}
+
+
+def crowded_labels(fig: Figure) -> list[str]:
+    """What a reader could not read in ``fig`` as it is saved (tight layout, 100 dpi):
+    tick labels of one axis whose boxes intersect, and legends that cover a bar.
+
+    Examples:
+        >>> crowded_labels(tasks({"by_state": {"completed": 61_500, "working": 3}}))
+        []
+    """
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    found: list[str] = []
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            boxes = [(label.get_text(), label.get_window_extent(renderer))
+                     for label in axis.get_ticklabels()
+                     if label.get_visible() and label.get_text()]
+            for (a, box_a), (b, box_b) in itertools.pairwise(boxes):
+                if box_a.overlaps(box_b):
+                    found.append(f"{ax.get_title()!r}: {name} tick labels {a!r} and {b!r} "
+                                 "overlap")
+        legend = ax.get_legend()
+        if legend is not None:
+            area = legend.get_window_extent(renderer)
+            for patch in ax.patches:
+                box = patch.get_window_extent(renderer)
+                if box.width > 0 and box.height > 0 and area.overlaps(box):
+                    found.append(f"{ax.get_title()!r}: the legend covers a bar")
+                    break
+    plt.close(fig)
+    return found

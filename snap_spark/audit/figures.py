@@ -89,7 +89,8 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
     rejections, replay attempts (2006) and signature failures (2001, 2002)."""
     from pyspark.sql import functions as F
 
-    m = messages.select("event_date", "verdict", "error_code", "sender", "msg_id").cache()
+    m = messages.select("event_date", "verdict", "error_code", "sender", "msg_id",
+                        F.col("received_at").isNotNull().alias("_received")).cache()
     try:
         code = F.col("error_code")
         totals = m.agg(F.count(F.lit(1)).alias("total"),
@@ -104,16 +105,24 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
               "count": r["count"]}
              for r in _rows(m.filter(code.isNotNull()).groupBy("error_code").count())),
             key=lambda r: r["code"])
+        # Per receipt day: only lines with a receipt time. Lines without one (malformed,
+        # unreadable) are counted apart ("undated"), not under the day they were landed.
+        received = m.filter(F.col("_received"))
         daily = sorted(({"date": _iso(r["event_date"]), "valid": r["valid"],
                          "rejected": r["rejected"]} for r in _rows(
-            m.groupBy("event_date").agg(
+            received.groupBy("event_date").agg(
                 F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
                 F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected")))),
             key=lambda r: r["date"])
         daily_codes = sorted(({"date": _iso(r["event_date"]), "code": r["error_code"],
                                "count": r["count"]} for r in _rows(
-            m.filter(code.isNotNull()).groupBy("event_date", "error_code").count())),
+            received.filter(code.isNotNull()).groupBy("event_date", "error_code").count())),
             key=lambda r: (r["date"], r["code"]))
+        undated_codes = {r["error_code"]: r["count"] for r in _rows(
+            m.filter(~F.col("_received")).groupBy("error_code").count())}
+        undated = {"valid": undated_codes.pop(None, 0),
+                   "rejected": sum(undated_codes.values()),
+                   "by_code": [{"code": c, "count": n} for c, n in sorted(undated_codes.items())]}
         rejected = F.col("verdict") == "rejected"
         per_sender = m.groupBy("sender").agg(
             F.count(F.lit(1)).alias("messages"),
@@ -151,7 +160,7 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
         "replays": totals["replays"],
         "rates": {name: (totals[key] / total if total else 0.0) for name, key in (
             ("rejection", "rejected"), ("forged_signature", "forged"), ("replay", "replays"))},
-        "by_code": by_code, "daily": daily, "daily_by_code": daily_codes,
+        "by_code": by_code, "daily": daily, "daily_by_code": daily_codes, "undated": undated,
         "senders": senders,
     }
 

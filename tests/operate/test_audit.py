@@ -96,7 +96,11 @@ def test_message_figures_equal_independent_counts(audited: tuple[dict[str, Any],
                                   for c, n in sorted((c, n) for c, n in codes.items() if c)]
     daily: dict[str, Counter[str]] = defaultdict(Counter)
     daily_codes: Counter[tuple[str, int]] = Counter()
+    undated: Counter[int | None] = Counter()
     for m in messages:
+        if m["received_at"] is None:  # no receipt time: counted apart, not by landing day
+            undated[m["error_code"]] += 1
+            continue
         day = m["event_date"].isoformat()
         daily[day][m["verdict"]] += 1
         if m["error_code"] is not None:
@@ -105,6 +109,10 @@ def test_message_figures_equal_independent_counts(audited: tuple[dict[str, Any],
                                 for d, c in sorted(daily.items())]
     assert figures["daily_by_code"] == [{"date": d, "code": c, "count": n}
                                         for (d, c), n in sorted(daily_codes.items())]
+    assert undated[1003] > 0  # the sample's malformed lines
+    assert figures["undated"] == {
+        "valid": undated.pop(None, 0), "rejected": sum(undated.values()),
+        "by_code": [{"code": c, "count": n} for c, n in sorted(undated.items())]}
 
     groups: dict[Any, dict[str, Any]] = defaultdict(lambda: {
         "rejections": 0, "replays": 0, "forged": 0, "unsigned": 0, "messages": 0,
@@ -496,3 +504,33 @@ def test_report_and_summary_show_control_and_bidi_characters_escaped(
     assert "in\\u0000box\\u001b[31m\\u202etxt.jsonl" in page
     assert "a.jsonl\\u0000fff38dee\\u0085" in page
     assert json.loads(text)["reverify"]["differences"][0] == nasty  # escaped, not lost
+
+
+def test_charts_have_readable_labels_and_legends_beside_the_data(
+        audited: tuple[dict[str, Any], Path]) -> None:
+    """Every chart, drawn from the audit's own figures and from large ones (thousands,
+    long windows, a bar of lines without a receipt time), has no tick labels running into
+    each other and no legend over a bar, as the report shows it."""
+    from snap_spark.audit import charts
+
+    summary, _ = audited
+    big = json.loads(json.dumps(summary["figures"]))
+    days = [(dt.date(2026, 1, 1) + dt.timedelta(days=d)).isoformat() for d in range(75)]
+    big["messages"]["daily"] = [{"date": d, "valid": 120_000 + i, "rejected": 3_000}
+                                for i, d in enumerate(days)]
+    big["messages"]["daily_by_code"] = [{"date": d, "code": 2001 + i % 2, "count": 1_500}
+                                        for i, d in enumerate(days)]
+    big["messages"]["undated"] = {"valid": 0, "rejected": 2_742,
+                                  "by_code": [{"code": 1003, "count": 2_742}]}
+    big["tasks"]["by_state"] = {"completed": 6_000, "working": 1_500, "failed": 3_000,
+                                "canceled": 4_500, "submitted": 12}
+    for figures in (summary["figures"], big):
+        for name, (section, draw) in charts.CHARTS.items():
+            assert charts.crowded_labels(draw(figures.get(section) or {})) == [], name
+    # the check sees what it must: labels forced onto one spot, a legend over the bars
+    fig = charts.tasks(big["tasks"])
+    fig.axes[0].set_yticks([0, 0.01, 0.02], ["completed", "working", "failed"])
+    assert any("overlap" in found for found in charts.crowded_labels(fig))
+    fig = charts.signature_failures(big["messages"])
+    fig.axes[0].legend(loc="center")
+    assert any("legend" in found for found in charts.crowded_labels(fig))
