@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ])
 def test_bad_settings_exit_2_with_one_line(option: str, value: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(VerifyMessages(), ["--input", str(tmp_path), "--lake", str(tmp_path / "lake"),
+    given = tmp_path / "in.jsonl"  # a real input: inputs are listed before Spark starts
+    given.write_bytes(b"{}\n")
+    code = main(VerifyMessages(), ["--input", str(given), "--lake", str(tmp_path / "lake"),
                                    option, value])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_USAGE
@@ -39,10 +41,11 @@ def test_config_paths_are_relative_to_the_config_file(tmp_path: Path,
     elsewhere = tmp_path / "somewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    context = prepare(VerifyMessages(), ["--input", "x", "--config", str(conf / "p.toml")])
+    (elsewhere / "x.jsonl").write_bytes(b"{}\n")
+    context = prepare(VerifyMessages(), ["--input", "x.jsonl", "--config", str(conf / "p.toml")])
     assert context.lake == str(tmp_path / "lakes" / "main")
     assert context.verify.max_drift == 30.0
-    given = prepare(VerifyMessages(), ["--input", "x", "--config", str(conf / "p.toml"),
+    given = prepare(VerifyMessages(), ["--input", "x.jsonl", "--config", str(conf / "p.toml"),
                                        "--lake", "mine", "--max-drift", "10"])
     assert given.lake == str(elsewhere / "mine") and given.verify.max_drift == 10.0
 
@@ -50,7 +53,8 @@ def test_config_paths_are_relative_to_the_config_file(tmp_path: Path,
 def test_the_default_lake_is_the_checkouts_wherever_the_job_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    context = prepare(VerifyMessages(), ["--input", "x"])
+    (tmp_path / "x.jsonl").write_bytes(b"{}\n")
+    context = prepare(VerifyMessages(), ["--input", "x.jsonl"])
     assert context.lake == str(ROOT / "data" / "lake")
 
 
