@@ -37,7 +37,7 @@ from snap_spark.lake.api import (
     VersionConflict,
 )
 from snap_spark.lake.common import table_uri
-from snap_spark.lake.delta_log import table_version
+from snap_spark.lake.delta_log import committed_info, table_version
 from snap_spark.lake.delta_rs import (
     DeltaRsLake,
     distinct_rows,
@@ -78,6 +78,7 @@ __all__ = [
     "check_held",
     "check_table_location",
     "commit_lease",
+    "committed_info",
     "delete_data_files",
     "distinct_rows",
     "get_lake",

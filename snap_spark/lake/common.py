@@ -68,7 +68,7 @@ def marker_info(user_metadata: Any) -> dict[str, Any] | None:
         >>> marker_info("a note someone wrote") is None
         True
     """
-    marker = _marker(user_metadata)
+    marker = marker_of(user_metadata)
     if marker is None:
         return None
     info = marker.get("info")
@@ -84,13 +84,20 @@ def marker_write_id(user_metadata: Any) -> str | None:
         >>> marker_write_id("a note someone wrote") is None
         True
     """
-    marker = _marker(user_metadata)
+    marker = marker_of(user_metadata)
     write_id = None if marker is None else marker.get("writeId")
     return write_id if isinstance(write_id, str) else None
 
 
-def _marker(user_metadata: Any) -> dict[str, Any] | None:
-    """A commit's ``userMetadata`` parsed, when this package wrote it."""
+def marker_of(user_metadata: Any) -> dict[str, Any] | None:
+    """A commit's ``userMetadata`` parsed, when this package wrote it (``None`` otherwise).
+
+    Examples:
+        >>> marker_of(write_marker("w1", "ingest", 3))["appId"]
+        'ingest'
+        >>> marker_of("a note someone wrote") is None
+        True
+    """
     if not isinstance(user_metadata, str):
         return None
     try:

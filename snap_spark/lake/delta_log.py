@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from snap_spark import storage
 from snap_spark.lake.api import DamagedTable, LakeError, LakeSchemaError, VersionConflict
-from snap_spark.lake.common import marker_write_id, write_marker
+from snap_spark.lake.common import marker_of, marker_write_id, write_marker
 from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_schema, same_columns
 
 if TYPE_CHECKING:
@@ -153,6 +153,32 @@ def write_committed(uri: str, write_id: str, start_version: int) -> bool:
         marker_write_id(entry.get("userMetadata")) == write_id
         for entry in table.history(limit=newer)
     )
+
+
+def committed_info(uri: str, app_id: str, version: int) -> dict[str, Any] | None:
+    """The ``info`` of the commit that carries the app transaction ``(app_id, version)``
+    (made through this package), newest commits first; ``None`` when no such commit is in
+    the table's history (or the table is absent).
+
+    Examples:
+        >>> committed_info("/nowhere/at/all", "ingest", 1) is None
+        True
+    """
+    table = open_table(uri)
+    if table is None:
+        return None
+    limit = 32
+    while True:
+        entries = table.history(limit=limit)
+        for entry in entries:
+            marker = marker_of(entry.get("userMetadata"))
+            if (marker is not None and marker.get("appId") == app_id
+                    and marker.get("txnVersion") == version):
+                info = marker.get("info")
+                return info if isinstance(info, dict) else {}
+        if len(entries) < limit:  # the whole history was read
+            return None
+        limit *= 8
 
 
 def check_same_table(uri: str, existing: StructType, partitions: Sequence[str],

@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,11 @@ class JobResult:
     message_rows_written: int = 0
     counts: dict[int | None, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the ``messages`` commit of these lines had been made already, by an earlier run of
+    #: the same pass that was stopped before it finished (a stream's micro-batch re-run
+    #: after a restart): ``counts``/``lines_read`` are the figures that commit recorded,
+    #: and nothing new was written
+    already_committed: bool = False
 
     @property
     def valid(self) -> int:
@@ -67,6 +72,30 @@ class JobResult:
     @property
     def rejected(self) -> int:
         return sum(n for code, n in self.counts.items() if code is not None)
+
+
+def verdict_figures(lines: int, counts: Mapping[int | None, int], redecided: int
+                    ) -> dict[str, Any]:
+    """A pass's figures as its ``messages`` commit records them (JSON: codes as strings,
+    ``valid`` for accepted lines); :func:`read_figures` reads them back.
+
+    Examples:
+        >>> verdict_figures(3, {None: 2, 2006: 1}, 0)
+        {'lines': 3, 'counts': {'valid': 2, '2006': 1}, 'rows_redecided': 0}
+        >>> read_figures(verdict_figures(3, {None: 2, 2006: 1}, 0))
+        (3, {None: 2, 2006: 1}, 0)
+    """
+    return {"lines": lines,
+            "counts": {("valid" if code is None else str(code)): n
+                       for code, n in counts.items() if n},
+            "rows_redecided": redecided}
+
+
+def read_figures(figures: Mapping[str, Any]) -> tuple[int, dict[int | None, int], int]:
+    """``(lines, counts, rows_redecided)`` of :func:`verdict_figures`."""
+    counts = {(None if code == "valid" else int(code)): int(n)
+              for code, n in figures["counts"].items()}
+    return int(figures["lines"]), counts, int(figures.get("rows_redecided", 0))
 
 
 def batch_app_id(keys: Sequence[str]) -> str:
@@ -700,25 +729,58 @@ def _commit_messages(
                     uncommitted[-1] = (msg_root, msg_files)
                 read_version = landed_since.version
             check_held(held)
+            rows = sum(landed.lines.get(k, 0) for k in msg_keys)
+            redecided = len(updates) if updates is not None else 0
             try:
                 committed = lake.add_files(
                     spark, msg_path, msg_root, msg_files, schema=MESSAGES,
                     partition_by=list(MESSAGES_PARTITION), app_id=app_id, version=version,
-                    # the version of messages the replay verdicts were decided against
-                    commit_info={**info, "replay_read_version": read_version},
+                    # the version of messages the replay verdicts were decided against,
+                    # and the figures of the lines committed (read back by a re-run)
+                    commit_info={**info, "replay_read_version": read_version,
+                                 "figures": verdict_figures(
+                                     rows, {c: n for c, n in landed.counts.items() if n},
+                                     redecided)},
                     updates=updates, read_version=read_version if deciding else None)
             except VersionConflict as conflict:
                 log(f"replay store: {conflict}; deciding again")
                 continue
         if committed:
-            result.message_rows_written = sum(landed.lines.get(k, 0) for k in msg_keys)
-            result.rows_redecided = len(updates) if updates is not None else 0
+            result.message_rows_written = rows
+            result.rows_redecided = redecided
         else:
             delete_data_files(msg_root, msg_files)
+            committed_figures(msg_path, app_id, version, result)
+            landed.counts.clear()
+            landed.counts.update(result.counts)
+            return None
         return updates
     raise CommitContention(
         f"other writers committed to {msg_path} before this run could, {MAX_DECIDE_ATTEMPTS} "
         "times in a row; nothing more of this run was committed: run it again")
+
+
+def committed_figures(msg_path: str, app_id: str, version: int, result: JobResult) -> bool:
+    """For a pass whose ``messages`` commit ``(app_id, version)`` was made already (by a
+    run stopped before it finished): set ``result`` to the figures that commit recorded,
+    mark it ``already_committed``, and say so in one line. A re-run must not report the
+    verdicts it just decided: they met the pass's own committed rows as earlier copies.
+    Returns whether the commit recorded figures (commits of older versions did not: then
+    ``result`` reports no lines)."""
+    from snap_spark.lake import committed_info
+
+    info = committed_info(msg_path, app_id, version) or {}
+    figures = info.get("figures")
+    lines, counts, redecided = read_figures(figures) if figures else (0, {}, 0)
+    result.already_committed = True
+    result.lines_read = lines
+    result.counts = counts
+    result.rows_redecided = redecided
+    log(f"messages: this pass was committed already (app transaction {app_id} "
+        f"{version}, by a run stopped before it finished): nothing new written; "
+        + (f"its committed figures: {lines} lines" if figures
+           else "that commit recorded no figures"))
+    return figures is not None
 
 
 def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
@@ -851,6 +913,9 @@ def format_summary(result: JobResult) -> str:
     rate = result.lines_read / result.seconds if result.seconds else 0.0
     balance = format_balance(result.lines_read, result.counts)
     return "\n".join([
+        *(["already committed by an earlier run that was stopped before it finished: "
+           "nothing new written; the figures are those it committed"]
+          if result.already_committed else []),
         f"files: {result.files_seen} seen, {result.files_processed} processed, "
         f"{result.files_skipped} already landed",
         balance[0],

@@ -73,6 +73,9 @@ class StreamResult(JobResult):
     batch job's counts, summed over the micro-batches this process committed."""
 
     batches: int = 0
+    #: micro-batches re-run after a restart whose commits had been made already (their
+    #: figures, counted here, are those the lake recorded; nothing new was written)
+    batches_already_committed: int = 0
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -369,7 +372,10 @@ class StreamVerify(Job):
         from snap_spark.pipeline.job import format_summary
 
         assert isinstance(result, StreamResult)
-        return f"micro-batches: {result.batches}\n{format_summary(result)}"
+        again = (f" ({result.batches_already_committed} re-run after a restart, committed "
+                 "before it: their figures are the lake's)"
+                 if result.batches_already_committed else "")
+        return f"micro-batches: {result.batches}{again}\n{format_summary(result)}"
 
 
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
@@ -476,7 +482,13 @@ class BatchCommitter:
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
         from snap_spark.pipeline.ingest import LandedPiece
-        from snap_spark.pipeline.job import JobResult, LandedPass, candidate_frame, commit_landed
+        from snap_spark.pipeline.job import (
+            JobResult,
+            LandedPass,
+            candidate_frame,
+            commit_landed,
+            committed_figures,
+        )
         from snap_spark.pipeline.land import LANDED_SCHEMA
         from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
 
@@ -495,6 +507,8 @@ class BatchCommitter:
         inexact = sorted({(r["sender"], r["msg_id"]) for r in rows if r["kind"] == "inexact"})
         landed = LandedPass.from_rows([r for r in rows
                                     if r["kind"] not in ("piece", "skipped", "inexact")])
+        msg_path = storage.join(self.plan.lake_dir, "messages")
+        done = self.lake.txn_version(msg_path, app_id)
         try:
             keys = sorted({k for k in landed.lines} | {r["file_key"] for r in pieces
                                                        if r["kind"] == "piece"})
@@ -525,8 +539,13 @@ class BatchCommitter:
             for location in landed.candidate_files:
                 with contextlib.suppress(OSError):
                     storage.delete_file(location)
+        if done is not None and done >= batch_id and not outcome.already_committed:
+            # a re-run whose files the ledger already held: nothing was landed again, and
+            # the batch's figures are the ones its commit recorded
+            committed_figures(msg_path, app_id, batch_id, outcome)
         result = self.result
         result.batches += 1
+        result.batches_already_committed += outcome.already_committed
         result.lines_read += outcome.lines_read
         result.raw_rows_written += outcome.raw_rows_written
         result.message_rows_written += outcome.message_rows_written
@@ -538,7 +557,11 @@ class BatchCommitter:
             result.counts[code] = result.counts.get(code, 0) + n
         self.progress.record(batch_id, outcome, time.monotonic() - started,
                              [a["arrived"] for a in arrived], sum(self.state_keys.values()))
-        log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
+        if outcome.already_committed:
+            log(f"batch {batch_id} was committed before a restart: nothing new written "
+                f"({outcome.lines_read} lines, as committed then)")
+        else:
+            log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
         _hold_after_commit(batch_id)
 
 

@@ -57,6 +57,10 @@ class BatchProgress:
                 "rejected": outcome.rejected,
                 "codes": codes,
                 "rows_redecided": outcome.rows_redecided,
+                # a batch re-run after a restart whose commits were made before it: the
+                # figures are those the lake recorded then, and no row was written now
+                "already_committed": bool(outcome.already_committed),
+                "rows_written": outcome.message_rows_written,
                 "state_keys": state_keys,
                 "commit_seconds": round(seconds, 3),
                 "latency_p50": round(statistics.median(latencies), 3) if latencies else None,
@@ -103,6 +107,9 @@ def format_line(fields: dict[str, Any]) -> str:
                      + f" max {fields['latency_max']:.1f} s")
     if fields.get("rows_redecided"):
         parts.append(f"{fields['rows_redecided']} earlier rows re-decided")
+    if fields.get("already_committed"):
+        parts.append("committed before a restart (figures as committed then, "
+                     "nothing new written)")
     return ", ".join(parts)
 
 

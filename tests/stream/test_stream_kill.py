@@ -14,6 +14,7 @@ nothing of the stream.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -85,6 +86,47 @@ def test_kill_a_landing_folder_stream_and_restart(
     kill_when(start_stream(args, hold), text, nth=2 if hold is None else 1)
     finish(start_stream(args))
     check_lake(lake, reference)
+
+
+def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
+                                                          lines: list[bytes]) -> None:
+    """Killed right after batch 1's ``messages`` commit, the restarted stream runs batch 1
+    again: its progress line must give the figures that commit recorded (not the lines'
+    own copies found in the lake, read as replays), say it was committed before, and the
+    progress JSON of both runs must add up to the table."""
+    landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
+    landing.mkdir()
+    size = -(-len(lines) // 2)
+    for i in range(2):
+        (landing / f"part-{i}.jsonl").write_bytes(b"\n".join(lines[i * size:(i + 1) * size])
+                                                  + b"\n")
+    progress = tmp_path / "progress.jsonl"
+    args = ["--landing", str(landing), "--lake", str(lake), "--checkpoint", str(ckpt),
+            "--max-files-per-trigger", "1", "--progress-json", str(progress)]
+    kill_when(start_stream(args), "stage 4/4 messages: +", nth=2)
+    before = [json.loads(x) for x in progress.read_text().splitlines()]
+    assert [p["batch_id"] for p in before] == [0]
+    finish(start_stream(args))
+    reported = [json.loads(x) for x in progress.read_text().splitlines()]
+    assert [p["batch_id"] for p in reported] == [0, 1]
+    rerun = reported[1]
+    assert rerun["already_committed"] is True and rerun["rows_written"] == 0
+    assert not reported[0]["already_committed"]
+    # what the lake holds, per code, equals the sum of the progress lines
+    table = Counter(str(m["error_code"]) if m["error_code"] is not None else "valid"
+                    for m in delta_rows(lake / "messages"))
+    summed: Counter[str] = Counter()
+    for fields in reported:
+        summed["valid"] += fields["valid"]
+        summed.update(fields["codes"])
+        assert fields["valid"] + fields["rejected"] == fields["lines"]
+    assert +summed == +table
+    assert sum(table.values()) == len(lines)
+    # the re-run batch's figures are its file's rows (not replays of themselves)
+    second = Counter(str(m["error_code"]) if m["error_code"] is not None else "valid"
+                     for m in delta_rows(lake / "messages")
+                     if m["source_file"].endswith("part-1.jsonl"))
+    assert +Counter({"valid": rerun["valid"], **rerun["codes"]}) == +second
 
 
 @pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS[1:], ids=[MOMENTS[1][0]])
