@@ -1,5 +1,5 @@
 """The ``snap-spark`` command: check files, make sample traffic, make keys, sign messages,
-run a local Nostr relay and publish events to a relay.
+run a local Nostr relay, publish events to a relay, and submit a job of ``jobs/`` to Spark.
 
 Run ``snap-spark --help`` or ``snap-spark COMMAND --help``.
 """
@@ -544,6 +544,66 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 1 if lost else 0
 
 
+def _add_submit(sub: Any) -> None:
+    from snap_spark.submit import known_jobs
+
+    p = sub.add_parser(
+        "submit",
+        help="run a job of jobs/ under spark-submit, with no activated virtualenv "
+        "(cron, Airflow)",
+        usage="snap-spark submit [--dry-run] [SPARK-SUBMIT OPTIONS] JOB [JOB ARGS ...]",
+        description=(
+            "Run jobs/JOB.py with Spark's spark-submit from any shell, cron or Airflow, with\n"
+            "no activated virtualenv and nothing of it on PATH. It adds:\n"
+            "  - this interpreter for the driver and the workers (PYSPARK_PYTHON and\n"
+            "    PYSPARK_DRIVER_PYTHON unless set; its folder first on PATH);\n"
+            "  - Spark's home: $SPARK_HOME when set, else the installed pyspark;\n"
+            "  - --jars: Delta's cached JARs (unless --conf spark.snap.lake.backend=delta-rs),\n"
+            "    and Kafka's for stream_verify --kafka-bootstrap, merged with your --jars;\n"
+            "  - --conf spark.sql.session.timeZone=UTC, no console progress bar, the\n"
+            "    checkout's conf/log4j2.properties (unless --driver-java-options is given);\n"
+            "  - SPARK_LOCAL_IP=127.0.0.1 when unset and the master is local.\n"
+            "\n"
+            "The rule: spark-submit's options (--master, --conf, --jars, --packages,\n"
+            "--driver-memory, --num-executors, --deploy-mode, ...) go BEFORE JOB; everything\n"
+            "after JOB goes to the job unchanged (JOB --help shows the job's options).\n"
+            "The command becomes spark-submit, so its exit status is the job's: 0 ok,\n"
+            "1 failed, 2 usage error, 3 alert (audit thresholds crossed)."
+        ),
+        epilog=(
+            "examples:\n"
+            "  snap-spark submit audit --lake data/lake --out data/audit "
+            "--thresholds limits.toml\n"
+            "  snap-spark submit --master yarn --driver-memory 4g audit --lake s3a://lake/snap "
+            "--out /srv/audit\n"
+            "  snap-spark submit --dry-run verify_messages --input data/sample --lake data/lake"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the command (and the variables it sets) on one line, shell-"
+                   "quoted, and exit 0 without running it")
+    p.add_argument("job", metavar="JOB",
+                   help=f"a job of jobs/, with or without .py: {', '.join(known_jobs())}")
+    p.add_argument("job_args", nargs=argparse.REMAINDER, metavar="JOB ARGS",
+                   help="the job's own options, passed unchanged")
+
+
+def cmd_submit(argv: Sequence[str]) -> int:
+    """``snap-spark submit``: split by :func:`snap_spark.submit.split_arguments` (argparse
+    would take the job's options for its own), then run by :func:`snap_spark.submit.run`."""
+    from snap_spark import submit
+
+    try:
+        request = submit.split_arguments(argv)
+    except submit.SubmitError as exc:
+        print(f"snap-spark submit: {exc}", file=sys.stderr)
+        return exc.status
+    if request.help:
+        build_parser().parse_args(["submit", "--help"])  # prints the help, exits 0
+    return submit.run(request)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="snap-spark",
@@ -558,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lake(sub)
     _add_relay(sub)
     _add_publish(sub)
+    _add_submit(sub)
     return parser
 
 
@@ -567,6 +628,9 @@ COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sig
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``snap-spark`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["submit"]:  # spark-submit's options and the job's own, not argparse's
+        return cmd_submit(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -1,0 +1,278 @@
+"""``snap-spark submit``: the split of its command line, the command it builds (``--dry-run``,
+run as cron runs it: ``env -i`` with a bare PATH), the hand-over to spark-submit (exit status,
+environment, same process), and the README's cron line for the scheduled audit, end to end.
+"""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from snap_spark import submit
+from snap_spark.maven_jars import submit_jars
+from snap_spark.submit import SubmitError, split_arguments
+from tests.operate.conftest import AGENTS, SEED, FullLake
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The console script of this interpreter's environment (CI's is the checkout's .venv).
+SNAP_SPARK = Path(sys.executable).parent / "snap-spark"
+#: What cron gives a command: no virtualenv, a bare PATH.
+BARE_PATH = "/usr/bin:/bin"
+#: The JAR caches, when the tests were pointed at other ones, for the bare environments.
+JAR_CACHES = {name: os.environ[name] for name in ("SNAP_SPARK_DELTA_JARS",
+                                                  "SNAP_SPARK_KAFKA_JARS")
+              if name in os.environ}
+
+
+def bare(home: Path, *command: str, **extra: str) -> list[str]:
+    """``command`` under ``env -i`` with cron's PATH, ``HOME`` and ``extra`` variables."""
+    assignments = [f"{k}={v}" for k, v in {"PATH": BARE_PATH, "HOME": str(home),
+                                           **JAR_CACHES, **extra}.items()]
+    return ["env", "-i", *assignments, *command]
+
+
+def dry_run(tmp_path: Path, *args: str, **extra: str) -> tuple[dict[str, str], list[str]]:
+    """``snap-spark submit --dry-run ARGS`` under a bare environment: the variables it sets
+    and the command, read back from its one line."""
+    done = subprocess.run(bare(tmp_path, str(SNAP_SPARK), "submit", "--dry-run", *args,
+                               **extra),
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and done.stderr == ""
+    words = shlex.split(done.stdout)
+    names = {}
+    while "=" in words[0] and not words[0].startswith("/"):
+        name, _, value = words.pop(0).partition("=")
+        names[name] = value
+    return names, words
+
+
+def spark_home() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+# -- the command line, without Spark -----------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "options", "job", "job_args"), [
+    (["audit"], (), "audit", ()),
+    (["audit.py", "--lake", "L"], (), "audit", ("--lake", "L")),
+    # spark-submit's options before JOB, in every spelling it takes
+    (["--master", "local[2]", "-c", "a=1", "--conf=b=2", "--jars", "x.jar", "--verbose",
+      "--supervise", "--driver-memory", "2g", "--num-executors=3", "verify_messages"],
+     (("--master", "local[2]"), ("--conf", "a=1"), ("--conf", "b=2"), ("--jars", "x.jar"),
+      ("--verbose", None), ("--supervise", None), ("--driver-memory", "2g"),
+      ("--num-executors", "3")), "verify_messages", ()),
+    # everything after JOB is the job's, even what spark-submit would also take
+    (["--master", "yarn", "audit", "--master", "local[1]", "--conf", "k=v", "--", "-x"],
+     (("--master", "yarn"),), "audit", ("--master", "local[1]", "--conf", "k=v", "--", "-x")),
+    # a value that looks like a word (or an option) is still the option's value
+    (["--name", "audit", "--driver-java-options", "-Dx=1", "rebuild_tasks", "--help"],
+     (("--name", "audit"), ("--driver-java-options", "-Dx=1")), "rebuild_tasks", ("--help",)),
+])
+def test_spark_submit_options_go_before_job_and_the_rest_to_the_job(
+        argv: list[str], options: tuple[tuple[str, str | None], ...], job: str,
+        job_args: tuple[str, ...]) -> None:
+    request = split_arguments(argv)
+    assert (request.spark_options, request.job, request.job_args) == (options, job, job_args)
+    assert not request.dry_run and not request.help
+
+
+def test_dry_run_and_help_are_snap_spark_options_before_job() -> None:
+    assert split_arguments(["--master", "local", "--dry-run", "audit"]).dry_run
+    assert split_arguments(["--master", "local", "-h", "audit"]).help
+    after = split_arguments(["audit", "--dry-run", "--help"])
+    assert not after.dry_run and not after.help
+    assert after.job_args == ("--dry-run", "--help")
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    ([], "name a JOB (one of: audit, "),
+    (["--master", "local[2]"], "name a JOB"),
+    (["--master"], "--master needs a value"),
+    (["--lake", "L", "audit"], "unknown spark-submit option --lake before JOB"),
+    (["--verbose=yes", "audit"], "unknown spark-submit option --verbose=yes"),
+])
+def test_a_command_line_that_cannot_be_split_is_a_usage_error(argv: list[str],
+                                                              said: str) -> None:
+    with pytest.raises(SubmitError) as raised:
+        split_arguments(argv)
+    assert raised.value.status == 2 and said in str(raised.value)
+
+
+def test_the_jobs_are_the_scripts_of_jobs() -> None:
+    assert submit.known_jobs() == sorted(p.stem for p in (ROOT / "jobs").glob("*.py"))
+    assert {"audit", "verify_messages", "stream_verify"} <= set(submit.known_jobs())
+    assert submit.job_script("audit.py") == ROOT / "jobs" / "audit.py"
+
+
+def test_module_examples() -> None:
+    """The doctests of snap_spark/submit.py (the module is not in pytest's doctest paths)."""
+    failed, tried = doctest.testmod(submit, optionflags=doctest.ELLIPSIS)
+    assert tried > 10 and failed == 0
+
+
+def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:
+    """What cron runs: the venv's interpreter and Spark's home found with nothing on PATH,
+    UTC, the cached Delta JARs merged with the given ones, the job's arguments after it."""
+    delta = submit_jars(["delta"])
+    mine = "/opt/extra/mine.jar"
+    names, command = dry_run(tmp_path, "--master", "local[2]", "--jars",
+                             f"{mine},{delta[0] if delta else mine}",
+                             "--conf", "spark.ui.enabled=false", "audit", "--lake", "rel/lake",
+                             "--out", "out dir", "--conf", "x=y")
+    home = spark_home()
+    assert names["SPARK_HOME"] == str(home)
+    assert names["PYSPARK_PYTHON"] == names["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert names["PATH"] == f"{Path(sys.executable).parent}:{BARE_PATH}"
+    assert names["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert command[0] == str(home / "bin" / "spark-submit")
+    script = command.index(str(ROOT / "jobs" / "audit.py"))
+    assert command[script + 1:] == ["--lake", "rel/lake", "--out", "out dir", "--conf", "x=y"]
+    options = command[1:script]
+    pairs = list(zip(options[::2], options[1::2], strict=True))
+    assert ("--conf", "spark.sql.session.timeZone=UTC") in pairs
+    assert ("--master", "local[2]") in pairs and ("--conf", "spark.ui.enabled=false") in pairs
+    assert ("--driver-java-options",
+            f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}") in pairs
+    jars = [value for option, value in pairs if option == "--jars"]
+    assert jars == [",".join([mine, *delta])]  # one --jars, given first, nothing twice
+
+
+def test_dry_run_jars_follow_the_backend_and_the_kafka_source(tmp_path: Path) -> None:
+    _, rs = dry_run(tmp_path, "--conf", "spark.snap.lake.backend=delta-rs", "audit")
+    assert "--jars" not in rs
+    _, kafka = dry_run(tmp_path, "stream_verify", "--kafka-bootstrap", "k:9092",
+                       "--topic", "t", "--checkpoint", "c")
+    _, landing = dry_run(tmp_path, "stream_verify", "--landing", "in", "--checkpoint", "c")
+    wanted = submit_jars(["delta", "kafka"])
+    assert (kafka[kafka.index("--jars") + 1].split(",") if "--jars" in kafka else []) == wanted
+    assert (landing[landing.index("--jars") + 1].split(",") if "--jars" in landing
+            else []) == submit_jars(["delta"])
+
+
+def test_dry_run_keeps_what_the_caller_set(tmp_path: Path) -> None:
+    """A cluster master gets no loopback address; variables already set are kept."""
+    names, command = dry_run(tmp_path, "--master", "yarn", "--driver-java-options", "-Dx=1",
+                             "--conf", "spark.ui.showConsoleProgress=true", "rebuild_tasks",
+                             PYSPARK_PYTHON="./environment/bin/python")
+    assert "SPARK_LOCAL_IP" not in names and "PYSPARK_PYTHON" not in names
+    assert names["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert command.count("--driver-java-options") == 1 and "-Dx=1" in command
+    assert "spark.ui.showConsoleProgress=false" not in command
+    local, _ = dry_run(tmp_path, "audit", SPARK_LOCAL_IP="10.1.2.3")
+    assert "SPARK_LOCAL_IP" not in local  # set already: not changed
+
+
+def test_unknown_job_and_missing_spark_submit_say_so_in_one_line(tmp_path: Path) -> None:
+    unknown = subprocess.run(bare(tmp_path, str(SNAP_SPARK), "submit", "audits", "--lake", "L"),
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.count("\n") == 1
+    assert unknown.stderr.startswith("snap-spark submit: unknown job 'audits' (one of: audit, ")
+    assert all(job in unknown.stderr for job in submit.known_jobs())
+    missing = subprocess.run(
+        bare(tmp_path, str(SNAP_SPARK), "submit", "audit", SPARK_HOME=str(tmp_path / "none")),
+        capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr == (
+        f"snap-spark submit: no spark-submit at {tmp_path / 'none' / 'bin' / 'spark-submit'} "
+        "(Spark's home from SPARK_HOME)\n")
+
+
+def test_the_process_becomes_spark_submit_with_the_jobs_exit_status(tmp_path: Path) -> None:
+    """A stand-in spark-submit (``$SPARK_HOME`` honoured) records its pid, environment and
+    arguments and exits 3: the command's pid, exit status and environment are its."""
+    fake = tmp_path / "spark" / "bin" / "spark-submit"
+    fake.parent.mkdir(parents=True)
+    record = tmp_path / "record.json"
+    recorder = tmp_path / "recorder.py"
+    recorder.write_text(
+        "import json, os, sys\n"
+        "with open(sys.argv[1], 'w') as handle:\n"
+        "    json.dump({'pid': os.getppid(), 'env': dict(os.environ), 'argv': sys.argv[2:]},"
+        " handle)\n")
+    fake.write_text("#!/usr/bin/env bash\n"
+                    f"{shlex.quote(sys.executable)} {shlex.quote(str(recorder))} "
+                    f"{shlex.quote(str(record))} \"$@\"\n"
+                    "exit 3\n")
+    fake.chmod(0o755)
+    proc = subprocess.Popen(
+        [str(SNAP_SPARK), "submit", "--master", "local[1]", "audit", "--lake", "L"],
+        env={"PATH": BARE_PATH, "HOME": str(tmp_path), "SPARK_HOME": str(fake.parents[1])},
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3 and out == b"", err
+    seen = json.loads(record.read_text())
+    assert seen["pid"] == proc.pid  # exec'd, not a child: signals reach spark-submit
+    assert seen["env"]["PYSPARK_PYTHON"] == sys.executable
+    assert seen["env"]["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert seen["env"]["SPARK_HOME"] == str(fake.parents[1])
+    assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert seen["argv"][-3:] == [str(ROOT / "jobs" / "audit.py"), "--lake", "L"]
+
+
+# -- the README's cron line, end to end -----------------------------------------------------
+
+def cron_line(lake: Path, out: Path, thresholds: Path, alerted: Path) -> str:
+    """The README's cron line for the scheduled audit, with local settings and files."""
+    q = shlex.quote
+    return (f"cd {q(str(ROOT))} && {q(str(SNAP_SPARK))} submit --master 'local[2]' "
+            "--conf spark.ui.enabled=false --conf spark.snap.lake.backend=delta-rs "
+            f"--conf spark.sql.shuffle.partitions=2 audit --lake {q(str(lake))} "
+            f"--out {q(str(out))} --thresholds {q(str(thresholds))} "
+            f"|| [ $? -ne 3 ] || touch {q(str(alerted))}")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_cron_line_reaches_the_alert_branch_only_when_a_limit_is_crossed(
+        full_lake: FullLake, tmp_path: Path) -> None:
+    """Under ``env -i`` with PATH=/usr/bin:/bin, as cron runs it: a lake of the batch job
+    on sample traffic with attacks, audited with limits it crosses (the line reaches its
+    alert command) and with limits it keeps (it does not); each time the report is written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    strict = tmp_path / "strict.toml"
+    strict.write_text("[max]\nforged_signature_rate = 0\nreplay_rate = 0\n")
+    lenient = tmp_path / "lenient.toml"
+    lenient.write_text("[max]\nrejection_rate = 1\nforged_signature_rate = 0.5\n"
+                       "replay_rate = 0.5\nimpersonation_attempts = 100\n"
+                       "illegal_transitions = 100\n")
+    said = ""
+    for name, limits, alert in (("strict", strict, True), ("lenient", lenient, False)):
+        out, alerted = tmp_path / name, tmp_path / f"{name}.ALERTED"
+        done = subprocess.run(
+            bare(home, "bash", "-c", cron_line(full_lake.lake, out, limits, alerted)),
+            capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        said += done.stdout + done.stderr
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert alerted.exists() is alert, done.stdout[-3000:] + done.stderr[-3000:]
+        summary = json.loads((out / "summary.json").read_text())
+        assert (out / "report.html").is_file()
+        assert summary["alert"] is alert and summary["exit_status"] == (3 if alert else 0)
+        assert summary["lake"] == str(full_lake.lake)
+        if alert:
+            assert {"forged_signature_rate", "replay_rate"} <= {
+                t["name"] for t in summary["thresholds"] if t["crossed"]}
+            assert "alert: thresholds crossed (exit 3)" in done.stdout
+        else:
+            assert "clean: no threshold crossed" in done.stdout
+    # no private key of the sample's agents or of the Nostr keyring in what the runs said
+    from snap_spark.protocol.keys import tweak_private_key
+    from snap_spark.sample import SampleConfig, sample_agents
+    from snap_spark.sample_nostr import output_paths, read_keyring
+
+    secrets = [k.hex() for a in sample_agents(SampleConfig(agents=AGENTS, seed=SEED))
+               for k in (a.private_key, tweak_private_key(a.private_key))]
+    secrets += [k.hex() for k in read_keyring(output_paths(full_lake.nostr_stem)["keyring"])]
+    assert len(secrets) > 2 * AGENTS and not any(s in said for s in secrets)
