@@ -52,6 +52,13 @@ from snap_spark.pipeline.job import JobResult
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
+from snap_spark.stream.landing import (
+    LandingChanges,
+    LandingWatch,
+    spark_listed_files,
+    vanished_files,
+    vanished_key,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,6 +83,12 @@ class StreamResult(JobResult):
     #: micro-batches re-run after a restart whose commits had been made already (their
     #: figures, counted here, are those the lake recorded; nothing new was written)
     batches_already_committed: int = 0
+    #: landing folder: files that grew after they were landed (their new lines landed as a
+    #: continuation), that changed (landed again whole), or that vanished before they
+    #: could be read (nothing of them landed)
+    files_grown: int = 0
+    files_changed: int = 0
+    files_vanished: int = 0
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -117,6 +130,8 @@ RANGE_SCHEMA = pa.schema([
     pa.field("first_line", pa.int64()), pa.field("index", pa.int32()),
     pa.field("size", pa.int64()), pa.field("arrived", pa.float64()),
     pa.field("skipped", pa.bool_()),
+    # gone before it could be read (stream/landing.py): nothing of it lands
+    pa.field("vanished", pa.bool_()),
 ])
 #: Files larger than this are cut into line ranges landed by several tasks.
 STREAM_SPLIT_BYTES = 16 * 1024 * 1024
@@ -137,13 +152,18 @@ def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBa
         rows: list[dict[str, Any]] = []
         for path in batch.column("path").to_pylist():
             location = _local_path(path)
-            stat = storage.file_stat(location)
+            try:
+                stat = storage.file_stat(location)
+                key, _ = file_digest(location, stat.size)
+            except FileNotFoundError:
+                rows.append({"path": location, "file_key": "", "index": 0, "size": 0,
+                             "arrived": time.time(), "skipped": True, "vanished": True})
+                continue
             arrived = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
-            key, _ = file_digest(location, stat.size)
             if landed is None:
                 landed = {row["file_key"] for row in table_rows(ledger_path)}
             common = {"path": location, "file_key": key, "size": stat.size,
-                      "arrived": arrived}
+                      "arrived": arrived, "vanished": False}
             if key in landed:
                 rows.append({**common, "index": 0, "skipped": True})
                 continue
@@ -165,8 +185,10 @@ def land_files(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
         for row in batch.to_pylist():
             path, key = row["path"], row["file_key"]
             if row["index"] == 0:
+                kind = ("vanished" if row["vanished"] else
+                        "skipped" if row["skipped"] else "piece")
                 yield pa.RecordBatch.from_pylist(
-                    [{"kind": "skipped" if row["skipped"] else "piece", "source_file": path,
+                    [{"kind": kind, "source_file": path,
                       "file_key": key,
                       "info": json.dumps({"size": row["size"], "arrived": row["arrived"]})}],
                     schema=LANDED_SCHEMA)
@@ -268,6 +290,9 @@ def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> Data
     reader = (spark.readStream.format("binaryFile")
               .schema("path string, modificationTime timestamp, length long, content binary")
               .option("recursiveFileLookup", "true")
+              # a file gone before its batch reads it is named by the commit (vanished),
+              # not a failed query
+              .option("ignoreMissingFiles", "true")
               .option("pathGlobFilter", "{" + globs + "}"))
     if plan.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(plan.max_files_per_trigger))
@@ -319,7 +344,10 @@ class StreamVerify(Job):
         source = parser.add_argument_group("source (one of)")
         source.add_argument("--landing", metavar="DIR",
                             help="folder watched for new input files (.jsonl/.ndjson/.json, "
-                            "and .gz); move complete files in, do not append to them")
+                            "and .gz); a file that grows after it was landed lands its new "
+                            "lines as a continuation, one rewritten lands again whole, one "
+                            "gone before it was read is named (moving complete files in is "
+                            "still the cheapest)")
         source.add_argument("--kafka-bootstrap", metavar="HOST:PORT",
                             help="Kafka bootstrap servers (with --topic): each record is one "
                             "input line")
@@ -375,7 +403,13 @@ class StreamVerify(Job):
         again = (f" ({result.batches_already_committed} re-run after a restart, committed "
                  "before it: their figures are the lake's)"
                  if result.batches_already_committed else "")
-        return f"micro-batches: {result.batches}{again}\n{format_summary(result)}"
+        landing = (f"\nlanding folder after pick-up: {result.files_grown} grew (new lines "
+                   f"landed), {result.files_changed} changed (landed again whole), "
+                   f"{result.files_vanished} vanished (nothing landed)"
+                   if result.files_grown or result.files_changed or result.files_vanished
+                   else "")
+        return (f"micro-batches: {result.batches}{again}\n{format_summary(result)}"
+                f"{landing}")
 
 
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
@@ -444,6 +478,10 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
               .trigger(**trigger))
     try:
         with run_marker(plan.lake_dir, plan.run_id):
+            # what grew or changed since an earlier run landed it (a restart)
+            changes = committer.land_changes()
+            add_changes(result, changes, [])
+            listener.report_landing("start", changes)
             query = writer.start()
             log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
                 f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}")
@@ -453,6 +491,10 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                 log("stopping the stream (interrupted); restart on the same checkpoint")
                 query.stop()
             listener.flush(query)
+            # what grew or changed while this run went on (after its last micro-batch)
+            changes = committer.land_changes()
+            add_changes(result, changes, [])
+            listener.report_landing("stop", changes)
     finally:
         spark.streams.removeListener(listener)
         with contextlib.suppress(OSError):
@@ -475,10 +517,37 @@ class BatchCommitter:
         self.lock = threading.Lock()
         #: keys held in the replay state, per bucket (the last count each bucket reported)
         self.state_keys: dict[int, int] = {}
+        #: landing folder: files that grow or change after they were landed
+        self.watch = (LandingWatch(plan.landing, plan.lake_dir, settings)
+                      if plan.landing else None)
+
+    def land_changes(self) -> LandingChanges:
+        """Land what grew or changed in the landing folder since it was landed (under the
+        commit lock: never while a micro-batch commits)."""
+        if self.watch is None:
+            return LandingChanges()
+        with self.lock:
+            return self.watch.land(self.spark)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         with self.lock:
             self._commit(batch, int(batch_id))
+
+    def _vanished(self, batch_id: int, rows: list[dict[str, Any]]) -> list[str]:
+        """The files of the landing folder Spark listed for this micro-batch that were gone
+        before their lines could be read (each named in one line)."""
+        if not self.plan.landing:
+            return []
+        reached = [r["source_file"] for r in rows
+                   if r["kind"] in ("piece", "skipped", "vanished")]
+        gone = sorted(set(vanished_files(spark_listed_files(self.plan.checkpoint, batch_id),
+                                         reached))
+                      | {r["source_file"] for r in rows if r["kind"] == "vanished"})
+        for path in gone:
+            log(f"landing: {path} vanished after the stream picked it up (micro-batch "
+                f"{batch_id}): none of its lines were landed; if it comes back, it lands "
+                "as a new version")
+        return gone
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
         from snap_spark.pipeline.ingest import LandedPiece
@@ -501,12 +570,13 @@ class BatchCommitter:
         rows = [{**blank, **json.loads(text)} for text in texts if text]
         self.state_keys = state_keys(rows, self.state_keys)
         rows = [r for r in rows if r["kind"] != STATE_KEYS_KIND]
-        if not rows:  # no input (a batch that only fires timers): nothing to commit
+        vanished = self._vanished(batch_id, rows)
+        if not rows and not vanished:  # no input (a batch that only fires timers)
             return
         pieces = [r for r in rows if r["kind"] in ("piece", "skipped")]
         inexact = sorted({(r["sender"], r["msg_id"]) for r in rows if r["kind"] == "inexact"})
-        landed = LandedPass.from_rows([r for r in rows
-                                    if r["kind"] not in ("piece", "skipped", "inexact")])
+        landed = LandedPass.from_rows([r for r in rows if r["kind"] not in (
+            "piece", "skipped", "inexact", "vanished")])
         msg_path = storage.join(self.plan.lake_dir, "messages")
         done = self.lake.txn_version(msg_path, app_id)
         try:
@@ -523,6 +593,10 @@ class BatchCommitter:
                                   first_line=1, lines=landed.lines.get(r["file_key"], 0))
                       for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived,
                                       strict=True) if "size" in a]
+            # a file gone before it was read: a ledger row without lines names it
+            ledger += [LandedPiece(source_file=path, file_key=vanished_key(path, batch_id),
+                                   prefix_key=None, start_byte=0, end_byte=0, first_line=1,
+                                   lines=0) for path in vanished]
             commit_landed(
                 self.spark, self.lake, self.plan.lake_dir, landed, outcome,
                 candidates=candidate_frame(self.spark, landed),
@@ -543,7 +617,9 @@ class BatchCommitter:
             # a re-run whose files the ledger already held: nothing was landed again, and
             # the batch's figures are the ones its commit recorded
             committed_figures(msg_path, app_id, batch_id, outcome)
+        changes = self.watch.land(self.spark) if self.watch is not None else LandingChanges()
         result = self.result
+        add_changes(result, changes, vanished)
         result.batches += 1
         result.batches_already_committed += outcome.already_committed
         result.lines_read += outcome.lines_read
@@ -555,8 +631,18 @@ class BatchCommitter:
         result.files_seen = result.files_processed + result.files_skipped
         for code, n in outcome.counts.items():
             result.counts[code] = result.counts.get(code, 0) + n
+        if changes.result is not None:  # this batch's line also counts what they landed
+            outcome.lines_read += changes.result.lines_read
+            outcome.message_rows_written += changes.result.message_rows_written
+            outcome.rows_redecided += changes.result.rows_redecided
+            for code, n in changes.result.counts.items():
+                outcome.counts[code] = outcome.counts.get(code, 0) + n
         self.progress.record(batch_id, outcome, time.monotonic() - started,
-                             [a["arrived"] for a in arrived], sum(self.state_keys.values()))
+                             [a["arrived"] for a in arrived], sum(self.state_keys.values()),
+                             landing={"files_grown": len(changes.grown),
+                                      "files_changed": len(changes.changed),
+                                      "files_vanished": len(vanished),
+                                      "vanished": vanished})
         if outcome.already_committed:
             log(f"batch {batch_id} was committed before a restart: nothing new written "
                 f"({outcome.lines_read} lines, as committed then)")
@@ -570,6 +656,20 @@ class BatchCommitter:
 #: stderr and waits, so a test can kill it between the Delta commits and Spark's
 #: checkpoint commit. Unset in production.
 HOLD_AFTER_COMMIT_ENV = "SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT"
+
+
+def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[str]) -> None:
+    """Count into ``result`` what the landing watch landed and the files that vanished."""
+    result.files_grown += len(changes.grown)
+    result.files_changed += len(changes.changed)
+    result.files_vanished += len(vanished)
+    if changes.result is not None:
+        result.lines_read += changes.result.lines_read
+        result.raw_rows_written += changes.result.raw_rows_written
+        result.message_rows_written += changes.result.message_rows_written
+        result.rows_redecided += changes.result.rows_redecided
+        for code, n in changes.result.counts.items():
+            result.counts[code] = result.counts.get(code, 0) + n
 
 
 def _hold_after_commit(batch_id: int) -> None:

@@ -40,7 +40,8 @@ class BatchProgress:
         self._batches: dict[int, dict[str, Any]] = {}
 
     def record(self, batch_id: int, outcome: Any, seconds: float,
-               landed_at: Sequence[float], state_keys: int | None = None) -> None:
+               landed_at: Sequence[float], state_keys: int | None = None,
+               landing: dict[str, Any] | None = None) -> None:
         """Note a committed batch: ``outcome`` a :class:`~snap_spark.pipeline.job.JobResult`,
         ``landed_at`` when each input of the batch arrived (file modification times, Kafka
         record times; unix seconds)."""
@@ -69,6 +70,10 @@ class BatchProgress:
                 # one per input: a file, or a Kafka partition's records of the batch
                 "latencies": [round(x, 3) for x in latencies],
                 "committed_at": now,
+                # landing folder: files that grew / changed after they were landed (landed
+                # now), and files that vanished before they could be read (names)
+                "files_grown": 0, "files_changed": 0, "files_vanished": 0, "vanished": [],
+                **(landing or {}),
             }
 
     def pop(self, batch_id: int) -> dict[str, Any] | None:
@@ -91,7 +96,9 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def format_line(fields: dict[str, Any]) -> str:
     """The progress line of one batch (see the module docstring)."""
     codes = " ".join(f"{code}:{n}" for code, n in fields.get("codes", {}).items())
-    parts = [f"batch {fields['batch_id']}: {fields.get('rows_in', 0):,} in",
+    name = (f"batch {fields['batch_id']}" if fields.get("batch_id") is not None
+            else f"landing folder at {fields.get('landing_watch', 'start')}")
+    parts = [f"{name}: {fields.get('rows_in', 0):,} in",
              f"valid {fields.get('valid', 0):,}",
              f"rejected {fields.get('rejected', 0):,}" + (f" ({codes})" if codes else "")]
     if fields.get("state_keys") is not None:
@@ -107,6 +114,11 @@ def format_line(fields: dict[str, Any]) -> str:
                      + f" max {fields['latency_max']:.1f} s")
     if fields.get("rows_redecided"):
         parts.append(f"{fields['rows_redecided']} earlier rows re-decided")
+    if fields.get("files_grown") or fields.get("files_changed"):
+        parts.append(f"{fields.get('files_grown', 0)} grown and "
+                     f"{fields.get('files_changed', 0)} changed file(s) landed again")
+    if fields.get("files_vanished"):
+        parts.append(f"{fields['files_vanished']} file(s) vanished before they were read")
     if fields.get("already_committed"):
         parts.append("committed before a restart (figures as committed then, "
                      "nothing new written)")
@@ -157,6 +169,31 @@ class ProgressListener(StreamingQueryListener):
                 / 1000.0,
                 "query_id": str(progress.id),
             }
+            self.lines.append(fields)
+            print(f"[snap-spark] {format_line(fields)}", file=sys.stderr, flush=True)
+            if self.json_path:
+                with open(self.json_path, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(fields, sort_keys=True) + "\n")
+
+    def report_landing(self, when: str, changes: Any) -> None:
+        """Report what the landing watch landed outside a micro-batch (``when``: ``start``,
+        before the first one; ``stop``, after the last): one line and one JSON object
+        (``batch_id`` null), so the progress lines add up to what the tables hold."""
+        if changes.result is None:
+            return
+        outcome = changes.result
+        codes = {str(code): n for code, n in sorted(outcome.counts.items(),
+                                                     key=lambda kv: kv[0] or 0)
+                 if code is not None and n}
+        fields = {"batch_id": None, "landing_watch": when, "lines": outcome.lines_read,
+                  "rows_in": outcome.lines_read, "valid": outcome.valid,
+                  "rejected": outcome.rejected, "codes": codes,
+                  "rows_written": outcome.message_rows_written,
+                  "rows_redecided": outcome.rows_redecided,
+                  "already_committed": bool(outcome.already_committed),
+                  "files_grown": len(changes.grown), "files_changed": len(changes.changed),
+                  "files_vanished": 0, "vanished": [], "committed_at": time.time()}
+        with self._lock:
             self.lines.append(fields)
             print(f"[snap-spark] {format_line(fields)}", file=sys.stderr, flush=True)
             if self.json_path:

@@ -5,7 +5,6 @@ environment, same process), and the README's cron line for the scheduled audit, 
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import shlex
@@ -114,12 +113,6 @@ def test_the_jobs_are_the_scripts_of_jobs() -> None:
     assert submit.known_jobs() == sorted(p.stem for p in (ROOT / "jobs").glob("*.py"))
     assert {"audit", "verify_messages", "stream_verify"} <= set(submit.known_jobs())
     assert submit.job_script("audit.py") == ROOT / "jobs" / "audit.py"
-
-
-def test_module_examples() -> None:
-    """The doctests of snap_spark/submit.py (the module is not in pytest's doctest paths)."""
-    failed, tried = doctest.testmod(submit, optionflags=doctest.ELLIPSIS)
-    assert tried > 10 and failed == 0
 
 
 def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""What a re-run pass reports: the figures its ``messages`` commit recorded, found in the
+table's history by app transaction; and the progress line's wording for it and for files
+that changed in the landing folder. (The whole path, kill and restart included, is
+tests/stream/test_stream_kill.py and tests/stream/test_stream_landing.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import CommitProperties, write_deltalake
+
+from snap_spark.lake import committed_info
+from snap_spark.lake.common import write_marker
+from snap_spark.pipeline.job import read_figures, verdict_figures
+from snap_spark.stream.progress import format_line
+
+
+def _commit(table: Path, app_id: str, version: int, info: dict[str, object] | None) -> None:
+    marker = write_marker("w", app_id, version, info)
+    write_deltalake(str(table), pa.table({"x": [version]}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": marker}))
+
+
+def test_figures_round_trip_with_every_code() -> None:
+    counts: dict[int | None, int] = {None: 7, 1001: 1, 2001: 2, 2006: 3}
+    figures = verdict_figures(13, counts, 2)
+    assert figures["counts"] == {"valid": 7, "1001": 1, "2001": 2, "2006": 3}
+    assert read_figures(figures) == (13, counts, 2)
+    assert verdict_figures(0, {None: 0}, 0)["counts"] == {}
+
+
+def test_committed_info_finds_the_commit_of_an_app_transaction(tmp_path: Path) -> None:
+    table = tmp_path / "messages"
+    for version in range(40):  # more than one page of history
+        _commit(table, "snap-spark/stream/q1", version, {"batch_id": version})
+    _commit(table, "snap-spark/stream/q2", 0, None)
+    assert committed_info(str(table), "snap-spark/stream/q1", 3) == {"batch_id": 3}
+    assert committed_info(str(table), "snap-spark/stream/q1", 39) == {"batch_id": 39}
+    assert committed_info(str(table), "snap-spark/stream/q2", 0) == {}
+    assert committed_info(str(table), "snap-spark/stream/q1", 40) is None
+    assert committed_info(str(table), "snap-spark/stream/other", 0) is None
+
+
+def test_progress_line_says_a_batch_was_committed_before_a_restart() -> None:
+    fields = {"batch_id": 1, "rows_in": 10, "valid": 9, "rejected": 1, "codes": {"2001": 1},
+              "already_committed": True, "rows_written": 0}
+    line = format_line(fields)
+    assert line.startswith("batch 1: 10 in, valid 9, rejected 1 (2001:1)")
+    assert "committed before a restart" in line
+    assert "committed before" not in format_line({**fields, "already_committed": False})
+
+
+def test_progress_line_names_landing_changes() -> None:
+    line = format_line({"batch_id": None, "landing_watch": "start", "rows_in": 5, "valid": 5,
+                        "rejected": 0, "files_grown": 1, "files_changed": 0,
+                        "files_vanished": 2})
+    assert line.startswith("landing folder at start: 5 in")
+    assert "1 grown and 0 changed file(s)" in line
+    assert "2 file(s) vanished" in line
