@@ -260,3 +260,46 @@ def all_figures(tables: Mapping[str, DataFrame], window: Window) -> dict[str, An
         "agents": agent_figures(tables.get("agent_card_history"), tables.get("agent_cards"),
                                 tables.get("nostr_events"), window),
     }
+
+
+def landing_figures(ledger: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the ``ingested_files`` ledger says about the input files, over the whole lake
+    (bookkeeping: the window does not cut it): files landed, pieces that continued a file
+    that grew, new versions of files that changed after they were landed, and files the
+    stream picked up that vanished before they could be read (none of their lines landed;
+    listed by name, newest first).
+
+    Examples:
+        >>> rows = [
+        ...     {"source_file": "a", "file_key": "k1", "prefix_key": None, "start_byte": 0,
+        ...      "lines": 3, "ingest_time": 1},
+        ...     {"source_file": "a", "file_key": "k2", "prefix_key": "k1", "start_byte": 9,
+        ...      "lines": 2, "ingest_time": 2},
+        ...     {"source_file": "b", "file_key": "vanished:x", "prefix_key": None,
+        ...      "start_byte": 0, "lines": 0, "ingest_time": 3}]
+        >>> figures = landing_figures(rows)
+        >>> figures["files"], figures["continuations"], figures["vanished"]
+        (1, 1, 1)
+        >>> figures["vanished_files"][0]["source_file"]
+        'b'
+    """
+    from snap_spark.pipeline.ingest import is_vanished_key
+
+    vanished = [r for r in ledger if is_vanished_key(r["file_key"])]
+    landed = [r for r in ledger if not is_vanished_key(r["file_key"])]
+    whole: dict[str, int] = {}
+    for row in landed:
+        if row["prefix_key"] is None:
+            whole[row["source_file"]] = whole.get(row["source_file"], 0) + 1
+    newest = sorted(vanished, key=lambda r: r["ingest_time"], reverse=True)
+    return {
+        "files": len({r["source_file"] for r in landed}),
+        "pieces": len(landed),
+        "lines": sum(int(r["lines"]) for r in landed),
+        "continuations": sum(1 for r in landed if r["prefix_key"] is not None),
+        "new_versions": sum(n - 1 for n in whole.values()),
+        "vanished": len(vanished),
+        "vanished_files": [{"source_file": r["source_file"], "noticed": str(r["ingest_time"])}
+                           for r in newest[:TOP]],
+    }
+

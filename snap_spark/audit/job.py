@@ -227,8 +227,9 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
 
     from snap_spark import __version__
     from snap_spark.audit import charts, report
-    from snap_spark.audit.figures import all_figures
+    from snap_spark.audit.figures import all_figures, landing_figures
     from snap_spark.audit.reverify import ReverifyResult, reverify
+    from snap_spark.lake import table_rows
 
     absent = [name for name, fact in facts.items() if not fact["present"]]
     from snap_spark.lake import get_lake
@@ -237,6 +238,7 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
         f"{', '.join(frames) or 'none'}"
         + (f"; absent: {', '.join(absent)}" if absent else ""))
     figures = all_figures(frames, window)
+    figures["landing"] = landing_figures(table_rows(storage.join(lake_dir, "ingested_files")))
     log(f"audit: figures computed [{time.monotonic() - started:.1f}s]")
 
     checked = ReverifyResult()
@@ -421,6 +423,10 @@ def format_summary(result: AuditResult) -> str:
                      f"rejected: {messages['rejected']}")
     if summary["absent"]:
         lines.append(f"absent tables: {', '.join(summary['absent'])}")
+    landing = summary["figures"].get("landing") or {}
+    if landing.get("vanished"):
+        lines.append(f"input files that vanished before they were landed: "
+                     f"{landing['vanished']} (report.html names them)")
     for check in summary["thresholds"]:
         if check["crossed"]:
             lines.append(f"ALERT {check['name']} = {check['value']:.6g} > {check['limit']:g}")

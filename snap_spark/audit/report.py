@@ -205,6 +205,19 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
                   numeric=(1,)) if agents.get("nostr_events_by_verdict") else "")
         + _absent(summary, "agent_cards", "agent_card_history", "nostr_events")))
 
+    landing = summary["figures"].get("landing") or {}
+    if landing.get("pieces") or landing.get("vanished"):
+        parts.append(_section("landing", "Input files (the ingested_files ledger)", (
+            f"<p>{landing['files']:,} files landed in {landing['pieces']:,} pieces "
+            f"({landing['lines']:,} lines): {landing['continuations']:,} pieces continued a "
+            f"file that grew, {landing['new_versions']:,} were new versions of a file that "
+            f"changed after it was landed; <b>{landing['vanished']:,}</b> files vanished "
+            "before their lines could be read (nothing of them landed).</p>")
+            + (_table(["vanished file", "noticed"],
+                      ([f"<code>{_e(v['source_file'])}</code>", _e(v["noticed"])]
+                       for v in landing["vanished_files"]))
+               if landing.get("vanished_files") else "")))
+
     if reverify["mode"] == "off":
         body = '<p class="note">Not run (--reverify-sample F or --reverify-all).</p>'
     else:

@@ -14,6 +14,10 @@ landed piece (:data:`snap_spark.schemas.tables.INGESTED_FILES`). Given that ledg
   (said in the run's output, naming the old key);
 - ``new``: never seen: landed whole.
 
+A file the stream picked up but found gone before it could read it has a ledger row
+without lines or bytes, keyed :func:`vanished_key` (``vanished:…``): if it comes back, it
+is ``changed`` and lands whole.
+
 Each run lands exactly the bytes it hashed (``end_byte`` is the size when hashed), even if
 the file grows meanwhile: what grew is the next run's.
 
@@ -40,6 +44,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from snap_spark import storage
+
+#: ``file_key`` prefix of the ledger row of a file that vanished before it was landed.
+VANISHED_PREFIX = "vanished:"
+
+
+def vanished_key(path: str, batch_id: int) -> str:
+    """The ledger ``file_key`` of ``path`` vanished in micro-batch ``batch_id``."""
+    digest = hashlib.sha256(f"{path}\n{batch_id}".encode()).hexdigest()[:23]
+    return VANISHED_PREFIX + digest
+
+
+def is_vanished_key(file_key: str) -> bool:
+    """True for the ledger row of a file that vanished before it was landed."""
+    return file_key.startswith(VANISHED_PREFIX)
+
 
 #: Bytes read per call while hashing.
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
@@ -171,7 +190,9 @@ def plan_files(files: Sequence[str], landed: Iterable[LandedPiece]) -> list[File
             in_run[key] = path
             plans.append(FilePlan(
                 path, key, "changed", 0, size, 1,
-                note=f"changed since it was landed as {previous.file_key}: landed again "
+                note="came back after it vanished before it was landed: landed whole"
+                if is_vanished_key(previous.file_key) else
+                f"changed since it was landed as {previous.file_key}: landed again "
                 "whole as a new version"))
         else:
             in_run[key] = path

@@ -82,7 +82,9 @@ MESSAGES_PARTITION = ("event_date",)
 #: the landed piece ended (its ``prefix_key`` names that piece).
 INGESTED_FILES = StructType([
     _f("source_file", StringType(), False),
-    _f("file_key", StringType(), False),  # SHA-256 (hex, 32) of the file's bytes [0, end_byte)
+    # SHA-256 (hex, 32) of the file's bytes [0, end_byte); "vanished:…" for a file the stream
+    # picked up that was gone before it could be read (no bytes, no lines)
+    _f("file_key", StringType(), False),
     _f("prefix_key", StringType()),  # file_key of the piece this one continues, if any
     _f("start_byte", LongType(), False),
     _f("end_byte", LongType(), False),

@@ -28,35 +28,23 @@ Examples:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snap_spark import storage
+from snap_spark.pipeline.ingest import is_vanished_key, vanished_key
 from snap_spark.runner import log
+
+__all__ = ["LandingChanges", "LandingWatch", "is_vanished_key", "spark_listed_files",
+           "vanished_files", "vanished_key"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from snap_spark.pipeline.job import JobResult
     from snap_spark.settings import VerifySettings
-
-#: ``file_key`` prefix of the ledger row of a file that vanished before it was landed.
-VANISHED_PREFIX = "vanished:"
-
-
-def vanished_key(path: str, batch_id: int) -> str:
-    """The ledger ``file_key`` of ``path`` vanished in micro-batch ``batch_id``."""
-    digest = hashlib.sha256(f"{path}\n{batch_id}".encode()).hexdigest()[:23]
-    return VANISHED_PREFIX + digest
-
-
-def is_vanished_key(file_key: str) -> bool:
-    """True for the ledger row of a file that vanished before it was landed."""
-    return file_key.startswith(VANISHED_PREFIX)
-
 
 @dataclass
 class LandingChanges:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from snap_spark.audit.job import audit
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -174,6 +175,12 @@ def test_a_file_gone_before_its_micro_batch_is_named_and_lands_when_it_comes_bac
               if r["source_file"] == str(paths[2])]
     assert len(ledger) == 1 and is_vanished_key(ledger[0]["file_key"])
     assert ledger[0]["lines"] == 0
+    # the audit counts it and names it
+    report = audit(spark, str(tmp_path / "lake"), str(tmp_path / "audit"))
+    landing_figures = report.summary["figures"]["landing"]
+    assert landing_figures["vanished"] == 1 and landing_figures["files"] == 2
+    assert [v["source_file"] for v in landing_figures["vanished_files"]] == [str(paths[2])]
+    assert str(paths[2]) in (tmp_path / "audit" / "report.html").read_text()
 
     # it comes back: the next run lands it whole
     paths[2].write_bytes(kept)
