@@ -1,13 +1,13 @@
 """Deterministic, realistic SNAP traffic with labelled attacks, for tests, benchmarks and demos.
 
 :func:`generate` simulates agents talking over relays and HTTP gateways and yields one NDJSON
-line per message (the input contract of ``ARCHITECTURE.md`` §3) with a :class:`Label` that
-says what the line is (``kind``) and which SNAP code the verifier must give it
-(``expected_code``, ``None`` for a valid message). Once every line is read, the iterator's
-:meth:`~SampleStream.expected_tasks` gives the ``tasks`` table the lines must produce, from
-the generator's own record of the reports it sent (:class:`ExpectedTask`). :func:`write_sample`
-writes a sample (gzip when the name ends in ``.gz``), optionally its labels as JSONL, and
-its expected tasks beside it (:func:`expected_tasks_path`).
+line per message (the input contract of ``docs/architecture.md``, *Input lines*) with a
+:class:`Label` that says what the line is (``kind``) and which SNAP code the verifier must
+give it (``expected_code``, ``None`` for a valid message). Once every line is read, the
+iterator's :meth:`~SampleStream.expected_tasks` gives the ``tasks`` table the lines must
+produce, from the generator's own record of the reports it sent (:class:`ExpectedTask`).
+:func:`write_sample` writes a sample (gzip when the name ends in ``.gz``), optionally its
+labels as JSONL, and its expected tasks beside it (:func:`expected_tasks_path`).
 
 Honest traffic: mainnet and testnet agents (conversations never cross networks) run
 multi-turn tasks (``message/send`` with polling, cancelation and ``input_required`` turns,

@@ -1,12 +1,12 @@
 """Deterministic Nostr traffic with labelled verdicts: ``snap-spark sample --nostr STEM``.
 
 :func:`generate_nostr` builds what an operator archives from SNAP's Nostr side: agent-card
-events (kind 31337), stored SNAP messages (kind 4339, NIP-44 encrypted), re-deliveries of the
-same event by a second relay, forged copies of genuine event ids, garbage lines, and signed
-well-known card documents. Every line gets a :class:`NostrLabel` saying which verdict of
-``ARCHITECTURE.md`` §3 the verifier must give it, and why. Labels come from what the
-generator built on purpose; the generator never asks the protocol's check functions (the
-tests do, to cross-check intent against the rules).
+events (kind 31337), stored SNAP messages (kind 4339, NIP-44 encrypted), re-deliveries of
+the same event by a second relay, forged copies of genuine event ids, garbage lines, and
+signed well-known card documents. Every line gets a :class:`NostrLabel` saying which verdict
+(``docs/architecture.md``, *Nostr verdicts*) the verifier must give it, and why. Labels come
+from what the generator built on purpose; the generator never asks the protocol's check
+functions (the tests do, to cross-check intent against the rules).
 
 :func:`write_nostr_sample` writes, for a stem ``S``:
 
@@ -22,7 +22,8 @@ Same config, same bytes: every choice comes from ``random.Random(seed)``, includ
 auxiliary randomness and NIP-44 nonces (which is why NIP-44 encryption is done here, with a
 given nonce: nostr-sdk draws its own; the tests decrypt every payload with nostr-sdk).
 
-Readings where ARCHITECTURE §3 and the spec are silent (the labels follow them):
+Readings where docs/architecture.md, *Nostr verdicts*, and the spec are silent (the labels
+follow them):
 
 * **Check order.** Event checks (``bad_event_id``, ``bad_event_sig``) first; then for 4339:
   ``expired``, ``encrypted``, ``decrypt_failed``, ``from_mismatch``, ``recipient_mismatch``,
@@ -120,7 +121,7 @@ __all__ = [
 #: Storable SNAP message (``discovery.md`` "Nostr Event Types").
 MESSAGE_KIND: Final = 4339
 
-#: Every ``expected`` value of an events-file label (ARCHITECTURE.md §3 "Nostr verdicts",
+#: Every ``expected`` value of an events-file label (docs/architecture.md, *Nostr verdicts*,
 #: plus ``malformed`` for garbage lines and ``duplicate_event`` for a relay's re-delivery).
 EVENT_LABELS: Final[tuple[str, ...]] = (
     "malformed",

@@ -1,7 +1,7 @@
 """One filesystem layer for inputs and lakes: a location string -> pyarrow filesystem + path.
 
 Every file snap-spark reads or writes outside Delta's own log goes through here, so local
-paths and object stores work alike (ARCHITECTURE §4). A *location* is one of:
+paths and object stores work alike (docs/architecture.md, *Storage*). A *location* is one of:
 
 - a local path (``data/in``, ``~/in``, ``/abs``) or ``file:`` URI: pyarrow's
   ``LocalFileSystem``, the absolute path (``~`` expanded);

@@ -1,7 +1,7 @@
 """Read input files as line batches: the one read path of every snap-spark job.
 
 Every line of every input file becomes exactly one row, nothing is parsed, decoded,
-trimmed or dropped here (ARCHITECTURE §3, *Input lines* and *Conservation*). Files are
+trimmed or dropped here (docs/architecture.md, *Input lines* and *Conservation*). Files are
 listed (:func:`list_input_files`) and cut into line ranges (:func:`plan_ranges`); a range
 is read as Arrow batches of ``(source_file, line_no, raw, byte_len, read_error)`` by
 :func:`iter_line_lists` / :func:`iter_line_batches`, on top of the Spark-free splitter in

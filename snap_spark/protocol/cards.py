@@ -460,12 +460,13 @@ def verify_signed_card(doc: object) -> tuple[SignedCardVerdict, str]:
     5. ``invalid_card``: :func:`validate_agent_card` fails.
     6. ``valid``.
 
-    Why this order: it is ``discovery.md``'s own (verify the signature, then match the key to
-    the identity) and the order of ARCHITECTURE §3's verdict list; it mirrors the Nostr path
-    (event signature, then the ``d``-tag identity binding, then the card); and a document
-    whose signature fails vouches for nothing, so none of its claims (identity included) is
-    reported as if someone had made it. The card's field rules come last so that
-    ``invalid_card`` always means "really published by that identity, but broken".
+    Why this order: it is ``discovery.md``'s own (verify the signature, then match the key
+    to the identity) and the order of the verdict list in docs/architecture.md,
+    *Nostr verdicts*; it mirrors the Nostr path (event signature, then the ``d``-tag
+    identity binding, then the card); and a document whose signature fails vouches for
+    nothing, so none of its claims (identity included) is reported as if someone had made
+    it. The card's field rules come last so that ``invalid_card`` always means "really
+    published by that identity, but broken".
 
     Examples:
         >>> priv = bytes.fromhex("0a" * 32)

@@ -98,8 +98,8 @@ def decode_p2tr(address: object, *, require_point: bool = False) -> P2TR:
     bech32m (not bech32) checksum, witness version 1, a 32-byte program, zero padding.
     With ``require_point`` the program must also be a valid x-only key (the x coordinate
     of a curve point). Message verification leaves that to the signature check, which
-    reports such an address as 2001 (ARCHITECTURE.md §3). Results are cached per address
-    (decoding is pure Python and agents are few).
+    reports such an address as 2001 (docs/architecture.md, *Verdict order*). Results are
+    cached per address (decoding is pure Python and agents are few).
 
     Examples:
         >>> decode_p2tr("bc1p" + "q" * 58)

@@ -1,4 +1,4 @@
-"""Input lines (ARCHITECTURE.md §3): a bare SNAP message, or an envelope
+"""Input lines (docs/architecture.md, *Input lines*): a bare SNAP message, or an envelope
 ``{"received_at": <unix seconds>, "source": "<text>", "message": <object or JSON text>}``.
 
 A line is an envelope when it is an object with a ``message`` key and none of the SNAP

@@ -1,4 +1,5 @@
-"""Decide whether SNAP accepts a message, and why not, in the order of ARCHITECTURE.md §3.
+"""Decide whether SNAP accepts a message, and why not, in the order of docs/architecture.md,
+*Verdict order*.
 
 The checks, first failure wins:
 

@@ -1,7 +1,8 @@
 """The final verdict of a message: one rule, used by every job, table and checker.
 
-The checks run in the order of ARCHITECTURE.md §3 and the first failure wins. They fall in
-three groups whose codes never overlap, so the stateless code alone says which group failed:
+The checks run in the order of docs/architecture.md, *Verdict order*, and the first failure
+wins. They fall in three groups whose codes never overlap, so the stateless code alone says
+which group failed:
 
 - checks 1-5 (:data:`PRE_REPLAY_CODES`: 1003, 1004, 2005, 2004) need only the line;
 - check 6, replay (2006), needs the other accepted messages of the same ``(from, id)``;

@@ -1,4 +1,4 @@
-"""One declared Spark schema per Delta table (ARCHITECTURE.md §3 "Tables").
+"""One declared Spark schema per Delta table (docs/architecture.md, *Tables*).
 
 Change a schema only with a migration note in the README: notebooks and audits read them.
 """

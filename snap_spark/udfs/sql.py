@@ -13,8 +13,8 @@ SQL functions (:func:`register_udfs`, also ``snap_spark.register_udfs``):
     not JSON, or not canonicalizable (a number no double holds, a lone surrogate, nesting
     deeper than :data:`CANONICAL_MAX_DEPTH`).
 ``snap_verify(raw_line BINARY, received_at DOUBLE DEFAULT NULL) -> VERIFY_DDL``
-    The *stateless* verdict of one input line (bare message or envelope), checks 1–5, 7
-    and 8 of ARCHITECTURE.md §3, equal to the protocol's ``Checked.verdict``,
+    The *stateless* verdict of one input line (bare message or envelope), checks 1–5, 7 and
+    8 of docs/architecture.md, *Verdict order*, equal to the protocol's ``Checked.verdict``,
     ``stateless_code`` and ``stateless_detail``. The replay check (2006) needs the message
     stream and is not decided here: ``replay_candidate`` marks the lines it may still turn
     into 2006. ``received_at`` is the receipt clock of a line without an envelope
@@ -242,11 +242,11 @@ def verify_lines(
     """Stateless verdicts of input lines, as the :data:`VERIFY_TYPE` columns.
 
     Each line is checked by :func:`~snap_spark.protocol.validate.check_record` (checks 1–5,
-    7 and 8 of ARCHITECTURE.md §3; the replay check 6 needs the message stream). An
-    envelope's own ``received_at`` is the receipt time; ``received_at[i]`` is the receipt
-    clock of a line without one. A bare line that passes checks 1–4 with no usable
-    ``received_at[i]`` is rejected as 1003 with ``needs_clock`` set, as the batch job does
-    when no bare clock is chosen.
+    7 and 8 of docs/architecture.md, *Verdict order*; the replay check 6 needs the message
+    stream). An envelope's own ``received_at`` is the receipt time; ``received_at[i]`` is
+    the receipt clock of a line without one. A bare line that passes checks 1–4 with no
+    usable ``received_at[i]`` is rejected as 1003 with ``needs_clock`` set, as the batch job
+    does when no bare clock is chosen.
 
     Examples:
         >>> cols = verify_lines([b'{"received_at": 5, "message": 7}', None, 3], [None] * 3)

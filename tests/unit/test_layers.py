@@ -1,4 +1,5 @@
-"""Layering rules of ARCHITECTURE.md §2 that a refactor could silently break."""
+"""Layering rules of docs/architecture.md, *Layers and packages*, that a refactor could
+silently break."""
 
 from __future__ import annotations
 

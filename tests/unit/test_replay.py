@@ -1,10 +1,10 @@
 """Replay (check 6): the incremental step against an independent batch reference.
 
-The reference below is the rule of ARCHITECTURE.md §3 written the plain way (one dict of
-accepted receipt times, candidates in receipt order), as the code was before the step; it
-shares nothing with ``replay_step``. Every way of feeding the step (in order, cut into
-chunks with the state through JSON, in any arrival order, with expiry behind a watermark)
-must end with the reference's verdicts and details.
+The reference below is the rule of docs/architecture.md, *Replay window*, written the plain
+way (one dict of accepted receipt times, candidates in receipt order), as the code was
+before the step; it shares nothing with ``replay_step``. Every way of feeding the step (in
+order, cut into chunks with the state through JSON, in any arrival order, with expiry behind
+a watermark) must end with the reference's verdicts and details.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ Verdicts = dict[int, tuple[int | None, str]]
 
 
 def reference(items: Sequence[Checked], window: float) -> list[tuple[int | None, str]]:
-    """Final (code, detail) per item: the rule as written in ARCHITECTURE.md §3."""
+    """Final (code, detail) per item: the rule as written in docs/architecture.md,
+    *Replay window*."""
     results = [(it.stateless_code, it.stateless_detail) for it in items]
     order = sorted((i for i, it in enumerate(items) if it.pre_code is None),
                    key=lambda i: items[i].received_at or 0.0)

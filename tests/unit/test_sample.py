@@ -1,8 +1,9 @@
 """Tests of the sample generator: determinism, coverage, and every label re-derived.
 
 The labels are checked against :class:`ReferenceVerdicts`, a deliberately small re-statement
-of the verdict order of ``ARCHITECTURE.md`` §3 written from the rules alone, using only
-``json``, :func:`decode_p2tr` and :func:`verify_message` from the protocol core.
+of the verdict order (``docs/architecture.md``, *Verdict order*) written from the rules
+alone, using only ``json``, :func:`decode_p2tr` and :func:`verify_message` from the
+protocol core.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ ALLOWED = {
 
 
 def reference(reports: Sequence[TaskReport]) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-    """Summary and events of ARCHITECTURE.md §3 "Task state", folded the plain way."""
+    """Summary and events of docs/architecture.md, *Task state*, folded the plain way."""
     ordered = sorted(reports, key=lambda r: (r.timestamp, r.receipt_order))
     s: dict[str, Any] = {"context_id": None, "owner": ordered[0].sender, "state": None,
                          "state_timestamp": None, "last_message_id": None, "transitions": 0,
