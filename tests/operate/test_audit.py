@@ -387,7 +387,8 @@ def test_exit_status_and_usage_errors(spark: Any, full_lake: FullLake, tmp_path:
 
 # -- the report in a browser -------------------------------------------------------------
 
-SECTIONS = ("overview", "verdicts", "senders", "signatures", "tasks", "agents", "reverify")
+SECTIONS = ("overview", "verdicts", "senders", "signatures", "tasks", "agents", "landing",
+            "reverify")
 #: Sections that hold a chart, and the least share of coloured pixels their screenshot has.
 CHARTED = {"verdicts", "senders", "signatures", "tasks", "agents"}
 
