@@ -9,7 +9,7 @@ case) are gunzipped, multi-member streams included.
 A corrupt or truncated ``.gz`` file yields the lines decoded before the damage, then ONE
 record with the next line number, ``raw = None`` and a ``read_error`` saying what failed.
 Other I/O errors are raised. This module imports no Spark: the command-line checker and the
-Spark Data Source (:mod:`snap_spark.pipeline.source`) both use it.
+jobs' landing tasks (:mod:`snap_spark.pipeline.read`) both use it.
 
 Files are local paths or any location :mod:`snap_spark.storage` opens (``s3a://bkt/in``,
 ``gs://...``): local files are read with plain ``os``/``io`` calls as before (the fast path),

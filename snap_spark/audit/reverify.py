@@ -31,7 +31,12 @@ import pyarrow as pa
 
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.protocol.verdict import VALID, is_replay_candidate, stateless_verdict
+from snap_spark.protocol.verdict import (
+    VALID,
+    candidate_verdict,
+    is_replay_candidate,
+    stateless_verdict,
+)
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:
@@ -198,7 +203,7 @@ def reverify(raw: DataFrame, messages: DataFrame, settings: VerifySettings, *,
             code, detail = row["code"], row["detail"]
             replayed = duplicates.get(f"{row['source_file']}\u0000{row['file_key']}", {})
             if is_replay_candidate(code) and row["line_no"] in replayed:
-                code, detail = int(ErrorCode.DUPLICATE_MESSAGE), replayed[row["line_no"]]
+                code, detail = candidate_verdict(code, detail, replayed[row["line_no"]])
             if not row["has_row"]:
                 result.missing += 1
             if code != row["stored_code"] or not row["has_row"]:

@@ -289,10 +289,13 @@ class DeltaSparkLake:
         updates: RowUpdates | None = None,
         read_version: int | None = None,
     ) -> bool:
-        """Append the rows of staged Parquet files through Delta's writer (delta-spark has
-        no public API to adopt files in place); see :meth:`Lake.add_files`. With
-        ``updates`` the commit is one ``MERGE``: the staged rows are inserted, the named
-        rows updated (the search limited to the updates' partitions).
+        """Commit written Parquet files; see :meth:`Lake.add_files`. A table at protocol
+        1/2 without features (every table snap-spark creates: :func:`commits_in_place`)
+        gets the files in place, in one Delta commit of ``add`` actions written through
+        delta-rs. Any other table appends the rows through Delta's own writer (delta-spark
+        has no public API to adopt files): with ``updates`` the commit is one ``MERGE``,
+        the staged rows inserted and the named rows updated (the search limited to the
+        updates' partitions).
 
         Examples:
             >>> lake.add_files(spark, "/lake/raw", root, files, schema=schema,

@@ -24,7 +24,7 @@ How it works (on any store with an atomic create-if-absent):
 The lease does not make a commit valid by itself: on the delta-rs backend the commit also
 names the table version it was decided against and fails if another commit took the next
 version (:func:`snap_spark.lake.delta_log.commit_files`). See ``docs/verdicts.md``
-("Concurrent writers").
+("Several writers at once") and docs/architecture.md (*Concurrent writers*).
 
 Examples:
     >>> import tempfile

@@ -4,9 +4,10 @@ Usage (see ``--help``)::
 
     spark-submit jobs/verify_messages.py --input PATH [--input PATH ...] --lake DIR
 
-Re-runs are idempotent: every input file has an ingest key (path, size, modification time);
-files whose key is already in a table are not written to it again, and each commit carries
-a Delta app transaction naming the exact set of files it holds.
+Re-runs are idempotent: every input file is keyed by the SHA-256 of its bytes
+(:mod:`snap_spark.pipeline.ingest`); files whose key is already in a table are not written
+to it again, and each commit carries a Delta app transaction naming the exact set of files
+it holds.
 """
 
 from __future__ import annotations

@@ -50,15 +50,18 @@ from snap_spark.protocol.replay import (
     line_name,
     replay_step,
 )
-from snap_spark.protocol.verdict import DUPLICATE, verdict_name
+from snap_spark.protocol.verdict import (
+    CANDIDATE_CODES,
+    candidate_code,
+    took_part_in_replay,
+    verdict_name,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from snap_spark.lake import Lake
 
-#: Codes a replay candidate can end with: it passed checks 1-5.
-CANDIDATE_CODES = (2001, 2002, DUPLICATE)
 
 #: Rows the joint fold reads (lake rows and the run's candidates, ``origin`` telling which).
 _FOLD_COLUMNS = ["origin", "sender", "msg_id", "received_at", "code", "source_file",
@@ -118,7 +121,7 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
             .filter(F.col("event_date") >= F.lit(_utc_date(since)))
             .filter(F.col("received_at") >= F.lit(since))
             .filter(F.col("error_code").isNull()
-                    | F.col("error_code").isin(*CANDIDATE_CODES))
+                    | F.col("error_code").isin(*sorted(CANDIDATE_CODES)))
             .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
             .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
                     F.col("signature_code").alias("code"), "source_file", "file_key",
@@ -192,7 +195,7 @@ def keys_landed_since(msg_path: str, version: int, since: float) -> LandedSince:
         for sender, msg_id, at, code, file_key in zip(*columns, strict=True):
             file_keys.add(file_key)
             if (sender is not None and msg_id is not None and at is not None and at >= since
-                    and (code is None or code in CANDIDATE_CODES)):
+                    and took_part_in_replay(code)):
                 keys.add((sender, msg_id))
     return LandedSince(latest, frozenset(keys), frozenset(file_keys))
 
@@ -246,12 +249,11 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         at = float(row["received_at"])
         decision, state = replay_step(state, ReplayCandidate(at, row["code"]), window)
         seen = decision.duplicate_of
+        code = candidate_code(row["code"], seen is not None)
         detail: str | None
         if seen is not None:
-            code: int | None = DUPLICATE
             detail = duplicate_detail(seen, at, window, accepted_name)
         else:
-            code = row["code"]
             detail = row["signature_detail"] if row["origin"] == "lake" else None
             if code is None:
                 accepted_name = line_name(row["source_file"], row["line_no"])

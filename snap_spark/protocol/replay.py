@@ -40,7 +40,11 @@ from typing import Any, NamedTuple, TypeAlias, cast
 
 from snap_spark.protocol.errors import fmt_seconds
 from snap_spark.protocol.validate import Checked
-from snap_spark.protocol.verdict import DEFAULT_REPLAY_WINDOW, DUPLICATE
+from snap_spark.protocol.verdict import (
+    DEFAULT_REPLAY_WINDOW,
+    candidate_code,
+    candidate_verdict,
+)
 
 #: The spec's replay window (seconds of receipt time), kept under its old name too.
 DEFAULT_WINDOW = DEFAULT_REPLAY_WINDOW
@@ -52,7 +56,6 @@ Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | 
 #: ``(source_file, line_no)``. Candidates of one key must use tuples of the same shape.
 Order: TypeAlias = tuple[int | float | str, ...]
 
-_DUPLICATE = DUPLICATE
 
 
 class ReplayCandidate(NamedTuple):
@@ -84,7 +87,7 @@ class ReplayVerdict(NamedTuple):
     @property
     def code(self) -> int | None:
         """Final error code: 2006 for a duplicate, else the candidate's check-7/8 code."""
-        return _DUPLICATE if self.duplicate_of is not None else self.candidate.auth_code
+        return candidate_code(self.candidate.auth_code, self.duplicate_of is not None)
 
     def detail(self, window: float) -> str | None:
         """The 2006 detail, or ``None`` when the row keeps its own (check 7/8) detail.
@@ -441,7 +444,8 @@ def resolve(
             _add_to_run(runs, (item.sender, item.msg_id), _tuple_new(
                 ReplayCandidate, (item.received_at, item.auth_code, row, ())))
     for row, seen, accepted in _fold_runs(runs.values(), window):
-        results[row] = (_DUPLICATE, duplicate_detail(
+        results[row] = candidate_verdict(items[row].auth_code, items[row].auth_detail,
+                                         duplicate_detail(
             seen, items[row].received_at or 0.0, window,
             None if names is None else names[accepted]))
     return results

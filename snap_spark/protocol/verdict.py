@@ -64,7 +64,35 @@ def stateless_verdict(
     """``(code, detail)`` from the checks that need only the line (1-5, then 7-8)."""
     if pre_code is not None:
         return pre_code, pre_detail
-    return auth_code, auth_detail if auth_code is not None else ""
+    return candidate_verdict(auth_code, auth_detail, None)
+
+
+def candidate_code(auth_code: int | None, duplicate: bool) -> int | None:
+    """The final code of a replay candidate (checks 1-5 passed): 2006 when the replay step
+    made it a duplicate (a 2006 overrides checks 7-8), else its checks 7-8 code (``None``:
+    valid). Every replay driver (the batch fold, the lake's replay store, the stream's
+    state, the audit's re-verification) decides a candidate's code with it.
+
+    Examples:
+        >>> candidate_code(2001, True), candidate_code(2001, False), candidate_code(None, False)
+        (2006, 2001, None)
+    """
+    return DUPLICATE if duplicate else auth_code
+
+
+def candidate_verdict(auth_code: int | None, auth_detail: str, replay_detail: str | None
+                      ) -> tuple[int | None, str]:
+    """``(code, detail)`` of a replay candidate: the 2006 and its detail when the replay
+    step gave one (``replay_detail``), else its checks 7-8 outcome (``""`` when valid).
+
+    Examples:
+        >>> candidate_verdict(2001, "bad sig", "seen"), candidate_verdict(2001, "bad sig", None)
+        ((2006, 'seen'), (2001, 'bad sig'))
+    """
+    code = candidate_code(auth_code, replay_detail is not None)
+    if replay_detail is not None:
+        return code, replay_detail
+    return code, auth_detail if code is not None else ""
 
 
 def final_verdict(
@@ -76,9 +104,25 @@ def final_verdict(
 ) -> tuple[int | None, str]:
     """``(code, detail)`` of a message: checks 1-5, then replay (``(2006, detail)`` or
     ``None``), then checks 7-8. ``detail`` is ``""`` for a valid message."""
-    if pre_code is None and replay is not None:
-        return replay
-    return stateless_verdict(pre_code, pre_detail, auth_code, auth_detail)
+    if pre_code is not None:
+        return pre_code, pre_detail
+    return candidate_verdict(auth_code, auth_detail, None if replay is None else replay[1])
+
+
+#: The final codes a replay candidate can have besides valid: checks 7-8, or 2006. A stored
+#: ``messages`` row with one of these (or none) took part in the replay step.
+CANDIDATE_CODES: Final = frozenset(POST_REPLAY_CODES | {DUPLICATE})
+
+
+def took_part_in_replay(final_code: int | None) -> bool:
+    """True when a row with this final code was a replay candidate (valid, 2001, 2002 or
+    2006).
+
+    Examples:
+        >>> took_part_in_replay(2006), took_part_in_replay(2004)
+        (True, False)
+    """
+    return final_code is None or final_code in CANDIDATE_CODES
 
 
 def is_replay_candidate(stateless_code: int | None) -> bool:

@@ -29,7 +29,7 @@ RAW_MESSAGES = StructType([
     _f("ingest_id", StringType(), False),  # one id per job run
     _f("ingest_time", TimestampType(), False),
     _f("source_file", StringType(), False),
-    _f("file_key", StringType(), False),  # identifies (path, size, mtime): the ingest key
+    _f("file_key", StringType(), False),  # SHA-256 of the file's landed bytes: the ingest key
     _f("line_no", LongType(), False),  # 1-based
     _f("byte_len", LongType(), False),
     _f("raw_text", StringType()),  # the line as UTF-8 text (lossless unless raw_bytes is set)

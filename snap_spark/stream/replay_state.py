@@ -118,7 +118,7 @@ from snap_spark.protocol.replay import (
     line_name,
     replay_step,
 )
-from snap_spark.protocol.verdict import DUPLICATE
+from snap_spark.protocol.verdict import candidate_code
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -509,7 +509,8 @@ def _landing_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, boo
         if seen is not None:
             texts.append(orjson.dumps({
                 "kind": "duplicate", "source_file": c.order[0],
-                "line_no": line_no, "file_key": file_key, "code": DUPLICATE,
+                "line_no": line_no, "file_key": file_key,
+                "code": candidate_code(c.auth_code, duplicate=True),
                 "prior_code": c.auth_code,
                 "info": duplicate_detail(seen, c.received_at, window,
                                          names.get((file_key, line_no)))}).decode())
@@ -594,7 +595,7 @@ def _verdict_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, boo
     """
     return pd.DataFrame(
         [(sender, msg_id, c.ref[0], c.order[0], c.ref[1], c.received_at,  # type: ignore[index]
-          DUPLICATE if dup is not None else c.auth_code, dup, changed, exact, c.auth_code,
+          candidate_code(c.auth_code, dup is not None), dup, changed, exact, c.auth_code,
           None)
          for sender, msg_id, c, dup, changed, exact in rows],
         columns=VERDICT_COLUMNS)
