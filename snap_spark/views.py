@@ -42,10 +42,9 @@ def lake_tables(lake_dir: str) -> dict[str, bool]:
         >>> tables["messages"], "agent_cards" in tables
         (False, True)
     """
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake import table_present
 
-    return {name: open_table(storage.delta_table_uri(storage.join(lake_dir, name))) is not None
-            for name in _known()}
+    return {name: table_present(storage.join(lake_dir, name)) for name in _known()}
 
 
 def register_views(spark: SparkSession, lake_dir: str, prefix: str = "") -> list[str]:
@@ -78,13 +77,12 @@ def read_table(lake_dir: str, name: str, *, columns: Sequence[str] | None = None
         ValueError: ``name`` is not a table snap-spark writes.
         FileNotFoundError: the lake does not hold it (yet).
     """
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake import read_arrow
 
     if name not in _known():
         raise ValueError(f"{name!r} is not a snap-spark table (one of {', '.join(_known())})")
-    table = open_table(storage.delta_table_uri(storage.join(lake_dir, name)), version)
-    if table is None:
+    arrow = read_arrow(storage.join(lake_dir, name), columns, version)
+    if arrow is None:
         raise FileNotFoundError(f"no {name} table under {lake_dir} (yet): run the job that "
                                 "writes it")
-    arrow = table.to_pyarrow_table(columns=list(columns) if columns is not None else None)
     return arrow.to_pandas() if as_pandas else arrow

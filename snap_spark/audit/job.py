@@ -153,19 +153,17 @@ def _read_tables(spark: SparkSession, lake_dir: str
     figure of one table comes from one snapshot), and their versions and row counts."""
     from pyspark import StorageLevel
 
-    from snap_spark.lake import get_lake
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake import get_lake, table_version
 
     lake = get_lake(spark)
     frames: dict[str, DataFrame] = {}
     facts: dict[str, dict[str, Any]] = {}
     for name in AUDITED:
         path = storage.join(lake_dir, name)
-        table = open_table(storage.delta_table_uri(path))
-        if table is None:
+        version = table_version(storage.delta_table_uri(path))
+        if version < 0:
             facts[name] = {"present": False, "version": None, "rows": None}
             continue
-        version = table.version()
         # every figure reads the table again: read its files once
         frames[name] = lake.read(spark, path, version=version).persist(
             StorageLevel.MEMORY_AND_DISK)
@@ -175,8 +173,7 @@ def _read_tables(spark: SparkSession, lake_dir: str
 
 def _recorded_settings(spark: SparkSession, lake_dir: str) -> dict[str, Any] | None:
     """The verdict settings of the newest ``messages`` commit that recorded them."""
-    from snap_spark.lake import get_lake
-    from snap_spark.lake.common import marker_info
+    from snap_spark.lake import get_lake, marker_info
 
     path = storage.join(lake_dir, "messages")
     for commit in get_lake(spark).history(path):

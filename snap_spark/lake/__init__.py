@@ -36,7 +36,7 @@ from snap_spark.lake.api import (
     RowUpdates,
     VersionConflict,
 )
-from snap_spark.lake.common import table_uri
+from snap_spark.lake.common import marker_info, table_uri
 from snap_spark.lake.delta_log import committed_info, table_version
 from snap_spark.lake.delta_rs import (
     DeltaRsLake,
@@ -82,8 +82,12 @@ __all__ = [
     "delete_data_files",
     "distinct_rows",
     "get_lake",
+    "marker_info",
+    "read_arrow",
     "read_data_files",
     "rows_added_since",
+    "table_file_uris",
+    "table_present",
     "table_rows",
     "table_uri",
     "table_version",
@@ -186,6 +190,52 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
     return True
 
 
+def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None
+               ) -> Any:
+    """A Delta table (``columns`` only, at ``version`` when given) as a ``pyarrow.Table`` read on
+    the driver by delta-rs, whichever backend wrote it; ``None`` when there is no table.
+
+    Examples:
+        >>> read_arrow("/nowhere/lake/messages") is None
+        True
+    """
+    from snap_spark import storage
+    from snap_spark.lake.delta_log import open_table
+
+    table = open_table(storage.delta_table_uri(path), version)
+    if table is None:
+        return None
+    return table.to_pyarrow_table(columns=list(columns) if columns is not None else None)
+
+
+def table_present(path: str) -> bool:
+    """True when ``path`` holds a Delta table (a damaged log raises
+    :class:`DamagedTable`).
+
+    Examples:
+        >>> table_present("/nowhere/lake/messages")
+        False
+    """
+    from snap_spark import storage
+    from snap_spark.lake.delta_log import open_table
+
+    return open_table(storage.delta_table_uri(path)) is not None
+
+
+def table_file_uris(path: str) -> list[str]:
+    """The URIs of the data files the table's latest version holds (``[]`` without one).
+
+    Examples:
+        >>> table_file_uris("/nowhere/lake/messages")
+        []
+    """
+    from snap_spark import storage
+    from snap_spark.lake.delta_log import open_table
+
+    table = open_table(storage.delta_table_uri(path))
+    return [] if table is None else list(table.file_uris())
+
+
 def table_rows(path: str) -> list[dict[str, Any]]:
     """Every row of a small Delta table (a ledger, a directory) read on the driver by
     delta-rs, whichever backend wrote it; ``[]`` when there is no table.
@@ -194,11 +244,6 @@ def table_rows(path: str) -> list[dict[str, Any]]:
         >>> table_rows("/nowhere/lake/ingested_files")
         []
     """
-    from snap_spark import storage
-    from snap_spark.lake.delta_log import open_table
-
-    table = open_table(storage.delta_table_uri(path))
-    if table is None:
-        return []
-    rows: list[dict[str, Any]] = table.to_pyarrow_table().to_pylist()
+    table = read_arrow(path)
+    rows: list[dict[str, Any]] = [] if table is None else table.to_pylist()
     return rows

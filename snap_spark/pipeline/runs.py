@@ -141,11 +141,10 @@ def _referenced(table: str) -> set[str]:
                 for kind in ("add", "remove"):
                     if kind in action:
                         paths.add(_unquote(action[kind]["path"]))
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake import table_file_uris
 
-    table_now = open_table(storage.delta_table_uri(table))
-    if table_now is not None:  # current files a checkpoint names, its JSON commits gone
-        paths.update(_relative(table, uri) for uri in table_now.file_uris())
+    # current files a checkpoint names, its JSON commits gone
+    paths.update(_relative(table, uri) for uri in table_file_uris(table))
     return paths
 
 
