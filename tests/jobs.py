@@ -8,6 +8,12 @@ Example::
     proc = start_job("verify_messages.py", ["--input", "a.jsonl", "--lake", "lake"])
     kill_when(proc, "stage 3/4")          # SIGKILL the group once that line is printed
     finish(start_job("verify_messages.py", [...]))   # run again to the end
+
+To kill at an exact moment rather than soon after a line, the job is started under the
+test-only hook :mod:`tests.hold`, which holds it still once the line is written::
+
+    proc = start_job("stream_verify.py", [...], hold_at="batch 1 committed (")
+    kill_when(proc, tests.hold.HOLDING)   # the job waits right after that line
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from tests.hold import HOLD_AT_ENV, HOLD_NTH_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Settings every job process of the tests runs with: two cores, no UI, delta-rs.
@@ -30,16 +38,20 @@ LOCAL_ARGS = ("--master", "local[2]", "--conf", "spark.ui.enabled=false",
               "--conf", "spark.snap.lake.backend=delta-rs")
 
 
-def start_job(script: str, args: Sequence[str], env: Mapping[str, str | None] | None = None
-              ) -> subprocess.Popen[bytes]:
+def start_job(script: str, args: Sequence[str], env: Mapping[str, str | None] | None = None,
+              *, hold_at: str | None = None, hold_nth: int = 1) -> subprocess.Popen[bytes]:
     """Start ``jobs/<script>`` with this interpreter, :data:`LOCAL_ARGS` and ``args``, in a
     new session (so its Spark JVM and Python workers share its process group). ``env``
-    adds variables (``None`` removes one)."""
+    adds variables (``None`` removes one). With ``hold_at``, the job runs under
+    :mod:`tests.hold` and stops still once it has written a line containing that text for
+    the ``hold_nth`` time, saying so with a line starting :data:`tests.hold.HOLDING`."""
+    hold = {HOLD_AT_ENV: hold_at, HOLD_NTH_ENV: str(hold_nth) if hold_at else None}
     merged: dict[str, str | None] = {
         **os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT), **(env or {})}
+        "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT), **hold, **(env or {})}
     environment = {k: v for k, v in merged.items() if v is not None}
-    return subprocess.Popen([sys.executable, str(ROOT / "jobs" / script), *LOCAL_ARGS, *args],
+    hook = [sys.executable, "-m", "tests.hold"] if hold_at else [sys.executable]
+    return subprocess.Popen([*hook, str(ROOT / "jobs" / script), *LOCAL_ARGS, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
                             start_new_session=True)
 

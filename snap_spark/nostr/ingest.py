@@ -394,13 +394,15 @@ def _lookup(spark: SparkSession, lake: Any, path: str, column: str, keys: Iterab
 def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
              rows: Sequence[Mapping[str, Any]], key: str, *, staging: str, ingest_id: str,
              info: Mapping[str, Any]) -> None:
-    """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit."""
+    """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit; logs
+    ``<table>: ...`` once it is done (or found nothing to do)."""
     from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
-    from snap_spark.pipeline.job import batch_app_id
+    from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TABLES
 
     if not rows:
+        log(f"{table}: nothing new to commit")
         return
     schema = TABLES[table]
     path = storage.join(lake_dir, table)
@@ -424,6 +426,9 @@ def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
         raise
     if not done:
         delete_data_files(root, files)
+        log(f"{table}: {len(rows)} rows committed before, nothing written")
+    else:
+        log(f"{table}: +{len(rows)} rows committed")
 
 
 def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
@@ -635,7 +640,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
             cards_new.append(_card_history(entry, verdict, detail, ingest_id))
     if bound:
         delivered = land_stored(spark, lake_dir, bound, settings)
-        _hold_after("stored-messages")
+        log(f"stored messages: {len(delivered)} of {len(bound)} in messages")
         for entry, _at, _inner in bound:
             message = delivered.get(entry.key)
             if message is None:  # pragma: no cover - the batch job lands every line
@@ -659,10 +664,8 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
             # before decides its events again; the card tables skip what they hold)
             _replace(spark, lake, lake_dir, "agent_card_history", cards["history"],
                      "card_key", staging=staging, ingest_id=ingest_id, info=info)
-            _hold_after("agent_card_history")
             _replace(spark, lake, lake_dir, "agent_cards", cards["cards"], "identity",
                      staging=staging, ingest_id=ingest_id, info=info)
-            _hold_after("agent_cards")
             _replace(spark, lake, lake_dir, "nostr_events", list(out.values()), "event_key",
                      staging=staging, ingest_id=ingest_id, info=info)
         finally:
@@ -684,20 +687,6 @@ def _expired_too_soon(old: Mapping[str, Any], entry: Folded) -> bool:
     first, expiration = old["first_received_at"], old["expiration"]
     return (first is None or entry.received_at < first) and expiration is not None \
         and not expiration < entry.received_at
-
-
-#: Fault injection for the kill tests: after committing the table this names (or
-#: ``stored-messages``, after landing them), the run says so on stderr and waits, so a
-#: test can kill it between two commits. Unset in production.
-HOLD_AFTER_ENV: Final = "SNAP_SPARK_NOSTR_HOLD_AFTER"
-
-
-def _hold_after(step: str) -> None:
-    import os
-
-    if os.environ.get(HOLD_AFTER_ENV) == step:
-        log(f"holding after {step} ({HOLD_AFTER_ENV})")
-        time.sleep(600)
 
 
 def _grown(old: Mapping[str, Any], entry: Folded) -> dict[str, Any] | None:

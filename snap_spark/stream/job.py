@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
 import re
 import threading
 import time
@@ -648,14 +647,6 @@ class BatchCommitter:
                 f"({outcome.lines_read} lines, as committed then)")
         else:
             log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
-        _hold_after_commit(batch_id)
-
-
-#: Fault injection for the kill tests: after committing the micro-batch this names (a
-#: batch id, or ``first``: the first batch this process commits), the stream says so on
-#: stderr and waits, so a test can kill it between the Delta commits and Spark's
-#: checkpoint commit. Unset in production.
-HOLD_AFTER_COMMIT_ENV = "SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT"
 
 
 def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[str]) -> None:
@@ -670,12 +661,6 @@ def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[st
         result.rows_redecided += changes.result.rows_redecided
         for code, n in changes.result.counts.items():
             result.counts[code] = result.counts.get(code, 0) + n
-
-
-def _hold_after_commit(batch_id: int) -> None:
-    if os.environ.get(HOLD_AFTER_COMMIT_ENV) in (str(batch_id), "first"):
-        log(f"holding after the commit of a batch ({HOLD_AFTER_COMMIT_ENV})")
-        time.sleep(600)
 
 
 def query_id(checkpoint: str) -> str:

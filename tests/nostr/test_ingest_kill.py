@@ -5,7 +5,9 @@ stray file is left in a table folder.
 Points: after the stored messages landed (before any Nostr table), after
 ``agent_card_history``, after ``agent_cards`` (before ``nostr_events``, committed last) — one
 after the other on the same lake — and, on another lake, while the stored messages are
-landing. The run holds at a point when ``SNAP_SPARK_NOSTR_HOLD_AFTER`` names it.
+landing. The run is held still at a point by the test-only hook :mod:`tests.hold`, right
+after the log line that marks it (``stored messages: ...``, ``<table>: ...``, ``stage 3/4
+raw_messages``), then killed.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from snap_spark.nostr.ingest import HOLD_AFTER_ENV
 from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from tests.hold import HOLDING
 from tests.jobs import finish, kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
@@ -66,10 +68,12 @@ def test_killed_at_each_commit_in_turn_then_finished_equals_one_run(
     """Killed after the stored messages landed, run again and killed after
     agent_card_history, again after agent_cards, then run to the end."""
     lake = tmp_path / "lake"
-    for hold in ("stored-messages", "agent_card_history", "agent_cards"):
-        kill_when(start_job("ingest_nostr.py", args(paths, lake), {HOLD_AFTER_ENV: hold}),
-                  f"holding after {hold}")
-        print(f"killed after {hold}:", {t: (lake / t / "_delta_log").is_dir() for t in TABLES})
+    # the line each step logs once it is done (a table's: committed, or nothing to commit)
+    for hold in ("stored messages: ", "agent_card_history: ", "agent_cards: "):
+        kill_when(start_job("ingest_nostr.py", args(paths, lake), hold_at=hold),
+                  HOLDING + hold)
+        print(f"killed after {hold!r}:",
+              {t: (lake / t / "_delta_log").is_dir() for t in TABLES})
     finish(start_job("ingest_nostr.py", args(paths, lake)))
     check(lake, reference)
 
@@ -79,8 +83,8 @@ def test_killed_while_landing_the_stored_messages_then_finished_equals_one_run(
     """Killed between the batch job's raw_messages and messages commits of the stored
     messages: the next run completes them from raw_messages, landing nothing twice."""
     lake = tmp_path / "lake"
-    kill_when(start_job("ingest_nostr.py", args(paths, lake), {HOLD_AFTER_ENV: None}),
-              "stage 3/4 raw_messages")
+    kill_when(start_job("ingest_nostr.py", args(paths, lake),
+                        hold_at="stage 3/4 raw_messages"), HOLDING)
     assert (lake / "raw_messages" / "_delta_log").is_dir()
     assert not (lake / "messages" / "_delta_log").is_dir()
     finish(start_job("ingest_nostr.py", args(paths, lake)))

@@ -2,8 +2,10 @@
 it on the same checkpoint: every table holds each line exactly once, verdicts unchanged.
 
 Points: inside a micro-batch (after ``raw_messages`` is committed, before ``messages``),
-and between the Delta commits and Spark's checkpoint commit (the stream holds there when
-``SNAP_SPARK_STREAM_HOLD_AFTER_COMMIT`` names the batch). Sources: a landing folder and
+and between the Delta commits and Spark's checkpoint commit (right after the stream's
+``batch N committed (...)`` line, which ``foreachBatch`` writes last). The stream is held
+still at a point by the test-only hook :mod:`tests.hold` (run under it, the job stops once
+it has written the line that marks the point), then killed. Sources: a landing folder and
 Kafka. Each point is exercised once, on the source where it is hardest: a landing folder
 killed inside a micro-batch (half of a batch's tables written), Kafka killed after the
 Delta commits (the restart reads the same offsets again and must land nothing twice); the
@@ -26,7 +28,8 @@ from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.sample import SampleConfig, generate
-from snap_spark.stream.job import HOLD_AFTER_COMMIT_ENV, kafka_source_file
+from snap_spark.stream.job import kafka_source_file
+from tests.hold import HOLDING
 from tests.jobs import finish, kill_when, start_job
 from tests.lake.helpers import delta_rows
 
@@ -42,10 +45,12 @@ def lines() -> list[bytes]:
                                                       attack_share=0.3))]
 
 
-def start_stream(args: list[str], hold: str | None = None) -> subprocess.Popen[bytes]:
-    """The stream job, available-now, holding after the commit ``hold`` names, if any."""
+def start_stream(args: list[str], hold: str | None = None, nth: int = 1
+                 ) -> subprocess.Popen[bytes]:
+    """The stream job, available-now; held still (:mod:`tests.hold`) once it has written a
+    line containing ``hold`` for the ``nth`` time, if ``hold`` is given."""
     return start_job("stream_verify.py", ["--trigger", "available-now", *args],
-                     {HOLD_AFTER_COMMIT_ENV: hold})
+                     hold_at=hold, hold_nth=nth)
 
 
 def check_lake(lake: Path, reference: dict[tuple[str, int], Any]) -> None:
@@ -60,16 +65,18 @@ def check_lake(lake: Path, reference: dict[tuple[str, int], Any]) -> None:
 
 
 MOMENTS = [
-    # raw_messages of batch 1 committed, its messages not yet
-    ("inside a micro-batch", None, "stage 3/4 raw_messages: +"),
-    # every table of batch 1 committed, Spark's checkpoint not
-    ("between the Delta commits and the checkpoint", "1", "holding after the commit"),
+    # raw_messages of batch 1 committed, its messages not yet: the second such line
+    ("inside a micro-batch", "stage 3/4 raw_messages: +", 2),
+    # every table of the first batch this process commits committed, Spark's checkpoint
+    # not: the first "batch N committed (...)" line (a batch run again after a restart
+    # says "was committed before a restart" instead)
+    ("between the Delta commits and the checkpoint", "committed (", 1),
 ]
 
 
-@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS[:1], ids=[MOMENTS[0][0]])
+@pytest.mark.parametrize(("moment", "hold", "nth"), MOMENTS[:1], ids=[MOMENTS[0][0]])
 def test_kill_a_landing_folder_stream_and_restart(
-        tmp_path: Path, lines: list[bytes], moment: str, hold: str | None, text: str) -> None:
+        tmp_path: Path, lines: list[bytes], moment: str, hold: str, nth: int) -> None:
     landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
     landing.mkdir()
     size = -(-len(lines) // PARTS)
@@ -83,7 +90,7 @@ def test_kill_a_landing_folder_stream_and_restart(
     args = ["--landing", str(landing), "--lake", str(lake), "--checkpoint", str(ckpt),
             "--max-files-per-trigger", "1"]
     # inside: right after batch 1's raw_messages commit (the second such line)
-    kill_when(start_stream(args, hold), text, nth=2 if hold is None else 1)
+    kill_when(start_stream(args, hold, nth), HOLDING + hold)
     finish(start_stream(args))
     check_lake(lake, reference)
 
@@ -103,7 +110,7 @@ def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
     progress = tmp_path / "progress.jsonl"
     args = ["--landing", str(landing), "--lake", str(lake), "--checkpoint", str(ckpt),
             "--max-files-per-trigger", "1", "--progress-json", str(progress)]
-    kill_when(start_stream(args), "stage 4/4 messages: +", nth=2)
+    kill_when(start_stream(args, "stage 4/4 messages: +", 2), HOLDING)
     before = [json.loads(x) for x in progress.read_text().splitlines()]
     assert [p["batch_id"] for p in before] == [0]
     finish(start_stream(args))
@@ -129,10 +136,10 @@ def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
     assert +Counter({"valid": rerun["valid"], **rerun["codes"]}) == +second
 
 
-@pytest.mark.parametrize(("moment", "hold", "text"), MOMENTS[1:], ids=[MOMENTS[1][0]])
+@pytest.mark.parametrize(("moment", "hold", "nth"), MOMENTS[1:], ids=[MOMENTS[1][0]])
 def test_kill_a_kafka_stream_and_restart(
         tmp_path: Path, lines: list[bytes], kafka: Any, topic_name: str, moment: str,
-        hold: str | None, text: str) -> None:
+        hold: str, nth: int) -> None:
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     kafka.create_topic(topic_name, 1)
     half = len(lines) // 2
@@ -142,7 +149,7 @@ def test_kill_a_kafka_stream_and_restart(
     finish(start_stream(args))  # batch 0: the first half
     kafka.produce(topic_name, lines[half:], partition=0)
     # the first batch this process commits holds the second half
-    kill_when(start_stream(args, "first" if hold is not None else None), text)
+    kill_when(start_stream(args, hold, nth), HOLDING + hold)
     finish(start_stream(args))
     source = kafka_source_file(topic_name, 0)
     check_lake(lake, _reference(lines, [(source, n) for n in range(1, len(lines) + 1)]))
