@@ -151,7 +151,7 @@ def require_kafka_connector(
         ...
         snap_spark.kafka_jars.KafkaConnectorMissing: the Kafka connector is not loaded: ...
     """
-    from snap_spark.session import jvm_has_class
+    from snap_spark.maven_jars import jvm_has_class
 
     if not jvm_has_class(class_name, spark):
         raise KafkaConnectorMissing(missing_connector_message(class_name))

@@ -46,7 +46,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import quoteattr
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Scala line of the PySpark 4.0 wheel's JARs, so of every Scala artifact that fits it.
 SCALA_BINARY_VERSION = "2.13"
@@ -574,3 +578,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
+    """True when the driver JVM (``spark``'s, else this process's, connecting to
+    spark-submit's) can load class ``name`` the way Spark loads data sources and extensions
+    (its context class loader, which holds ``spark.jars``).
+
+    Raises:
+        py4j.protocol.Py4JJavaError: the lookup failed for another reason than the class
+            being absent (a class that is there but broken must not pass for missing).
+
+    Examples:
+        >>> jvm_has_class("org.apache.spark.sql.SparkSession", spark)  # doctest: +SKIP
+        True
+        >>> jvm_has_class("org.example.NotThere", spark)  # doctest: +SKIP
+        False
+    """
+    from pyspark import SparkContext
+
+    if spark is not None:
+        jvm = spark.sparkContext._jvm
+    else:
+        SparkContext._ensure_initialized()
+        jvm = SparkContext._jvm
+    if jvm is None:
+        return False
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(name, False, False)
+    except Py4JJavaError as error:
+        # only "not there" means absent; any other failure must not pass for it silently
+        if error.java_exception.getClass().getName() != "java.lang.ClassNotFoundException":
+            raise
+        return False
+    return True

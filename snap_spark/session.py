@@ -210,43 +210,9 @@ def _driver_running() -> bool:
 
 def _driver_has_class(name: str) -> bool:
     """True when the running driver JVM (spark-submit's) can load class ``name``."""
+    from snap_spark.maven_jars import jvm_has_class
+
     return jvm_has_class(name)
-
-
-def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
-    """True when the driver JVM (``spark``'s, else this process's, connecting to
-    spark-submit's) can load class ``name`` the way Spark loads data sources and extensions
-    (its context class loader, which holds ``spark.jars``).
-
-    Raises:
-        py4j.protocol.Py4JJavaError: the lookup failed for another reason than the class
-            being absent (a class that is there but broken must not pass for missing).
-
-    Examples:
-        >>> jvm_has_class("org.apache.spark.sql.SparkSession", spark)  # doctest: +SKIP
-        True
-        >>> jvm_has_class("org.example.NotThere", spark)  # doctest: +SKIP
-        False
-    """
-    from pyspark import SparkContext
-
-    if spark is not None:
-        jvm = spark.sparkContext._jvm
-    else:
-        SparkContext._ensure_initialized()
-        jvm = SparkContext._jvm
-    if jvm is None:
-        return False
-    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
-
-    try:
-        jvm.org.apache.spark.util.Utils.classForName(name, False, False)
-    except Py4JJavaError as error:
-        # only "not there" means absent; any other failure must not pass for it silently
-        if error.java_exception.getClass().getName() != "java.lang.ClassNotFoundException":
-            raise
-        return False
-    return True
 
 
 def _submitted_settings() -> dict[str, str]:
@@ -277,3 +243,10 @@ def has_delta_spark(spark: SparkSession) -> bool:
     """
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     return DELTA_EXTENSION in _split(extensions)
+
+
+def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
+    """:func:`snap_spark.maven_jars.jvm_has_class` (kept here for callers of this module)."""
+    from snap_spark.maven_jars import jvm_has_class as has_class
+
+    return has_class(name, spark)

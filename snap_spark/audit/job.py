@@ -223,8 +223,9 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
     from pyspark.sql import functions as F
 
     from snap_spark import __version__
-    from snap_spark.audit import charts, report
+    from snap_spark.audit.charts import render_all
     from snap_spark.audit.figures import all_figures, landing_figures
+    from snap_spark.audit.report import render
     from snap_spark.audit.reverify import ReverifyResult, reverify
     from snap_spark.lake import table_rows
 
@@ -283,13 +284,13 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
         "tables": facts, "absent": absent, "figures": figures, "reverify": reverified,
         "thresholds": checks, "alert": alert, "exit_status": EXIT_ALERT if alert else EXIT_OK,
     }
-    pictures = charts.render_all(figures)
+    pictures = render_all(figures)
     os.makedirs(out_dir, exist_ok=True)
     for name, png in pictures.items():
         _write(Path(out_dir) / name, png)
     _write(Path(out_dir) / "summary.json",
            json.dumps(summary, indent=2, sort_keys=False, default=str).encode("utf-8"))
-    _write(Path(out_dir) / "report.html", report.render(summary, pictures).encode("utf-8"))
+    _write(Path(out_dir) / "report.html", render(summary, pictures).encode("utf-8"))
     log(f"audit: report written to {Path(out_dir) / 'report.html'} "
         f"[{time.monotonic() - started:.1f}s]")
     return AuditResult(out=out_dir, summary=summary)

@@ -397,7 +397,7 @@ def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
     """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit; logs
     ``<table>: ...`` once it is done (or found nothing to do)."""
     from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
-    from snap_spark.pipeline.job import batch_app_id
+    from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TABLES
 

@@ -60,6 +60,24 @@ def is_vanished_key(file_key: str) -> bool:
     return file_key.startswith(VANISHED_PREFIX)
 
 
+#: Delta app transaction ids of the batch job's commits: this prefix and a digest of the
+#: file keys a commit holds (:func:`batch_app_id`).
+APP_ID_PREFIX = "snap-spark/verify_messages/"
+
+
+def batch_app_id(keys: Sequence[str]) -> str:
+    """Delta app transaction id naming one set of files (order does not matter).
+
+    Examples:
+        >>> batch_app_id(["b", "a"]) == batch_app_id(["a", "b"])
+        True
+        >>> batch_app_id(["a"]).startswith(APP_ID_PREFIX)
+        True
+    """
+    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
+    return APP_ID_PREFIX + digest
+
+
 #: Bytes read per call while hashing.
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
 

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
-import hashlib
 import os
 import time
 import uuid
@@ -27,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from snap_spark import __version__, storage
+from snap_spark.pipeline.ingest import batch_app_id
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
 
-APP_ID_PREFIX = "snap-spark/verify_messages/"
 #: The tables a landing run writes.
 LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
 
@@ -99,10 +98,6 @@ def read_figures(figures: Mapping[str, Any]) -> tuple[int, dict[int | None, int]
     return int(figures["lines"]), counts, int(figures.get("rows_redecided", 0))
 
 
-def batch_app_id(keys: Sequence[str]) -> str:
-    """Delta app transaction id naming one set of files (order does not matter)."""
-    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
-    return APP_ID_PREFIX + digest
 
 
 def auto_verify_threads(spark: Any) -> int:

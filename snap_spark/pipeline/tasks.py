@@ -265,7 +265,7 @@ def _fold_tasks(spark: Any, lake_dir: str, ids: DataFrame | None) -> TasksResult
         table_uri,
         table_version,
     )
-    from snap_spark.pipeline.job import batch_app_id
+    from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.land import data_file
     from snap_spark.pipeline.runs import run_marker
     from snap_spark.runner import UsageError
