@@ -65,3 +65,62 @@ def test_no_shipped_module_reads_a_test_variable() -> None:
                     found.append(f"{where}:{statement.lineno}: {target.id}")
     assert len(sources) > 20
     assert not found, "\n".join(found)
+
+
+def _imports() -> dict[str, list[tuple[str, str]]]:
+    """For each module of ``snap_spark``: every ``(module, name)`` it imports from the
+    package (``from snap_spark.x import y`` gives ``("snap_spark.x", "y")``; a plain
+    ``import snap_spark.x`` gives ``("snap_spark.x", "")``)."""
+    root = Path(snap_spark.__file__).parent
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        found[name] = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("snap_spark"):
+                found[name] += [(str(node.module), alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                found[name] += [(alias.name, "") for alias in node.names
+                                if alias.name.startswith("snap_spark")]
+    return found
+
+
+def _modules_imported(imports: dict[str, list[tuple[str, str]]]) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (a name that is a module counts as one)."""
+    edges: dict[str, set[str]] = {}
+    for name, pairs in imports.items():
+        edges[name] = set()
+        for module, item in pairs:
+            if f"{module}.{item}" in imports:
+                edges[name].add(f"{module}.{item}")
+            elif module in imports:
+                edges[name].add(module)
+    return edges
+
+
+def test_no_two_modules_import_each_other() -> None:
+    imports = _imports()
+    edges = _modules_imported(imports)
+    assert len(edges) > 50
+    mutual = sorted((a, b) for a in edges for b in edges[a] if a < b and a in edges[b])
+    assert mutual == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    private = sorted(
+        (name, f"{module}.{item}") for name, pairs in _imports().items()
+        for module, item in pairs
+        if item.startswith("_") and not item.startswith("__") and module != name)
+    assert private == []
+
+
+def test_only_the_lake_package_imports_its_submodules() -> None:
+    """The lake hides its files: every other module goes through ``snap_spark.lake``."""
+    outside = sorted(
+        (name, module) for name, pairs in _imports().items()
+        if not (name == "snap_spark.lake" or name.startswith("snap_spark.lake."))
+        for module, _item in pairs if module.startswith("snap_spark.lake."))
+    assert outside == []
