@@ -220,9 +220,8 @@ def verify_settings(args: argparse.Namespace, config: dict[str, Any]) -> VerifyS
         bare_clock=str(pick("bare_clock", "bare_clock", "")),
         verify_threads=pick("verify_threads", "verify_threads", 0),
         batch_rows=pick("batch_rows", "batch_rows", DEFAULT_BATCH_ROWS),
-        clock_now=float(int(time.time())),
     )
-    return settings.validated()
+    return settings.validated().with_clock_now()
 
 
 def spark_conf(items: Sequence[str]) -> dict[str, str]:

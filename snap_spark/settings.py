@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,22 @@ class VerifySettings:
             verify_threads=check_count("--verify-threads", self.verify_threads, minimum=0),
             batch_rows=check_count("--batch-rows", self.batch_rows),
         )
+
+    def with_clock_now(self, now: float | None = None) -> VerifySettings:
+        """These settings with the driver's "now" fixed to whole seconds (``now``, else the
+        wall clock), unless one is fixed already: every task of a run then resolves
+        ``--bare-clock now`` to the same time.
+
+        Examples:
+            >>> VerifySettings().with_clock_now(12.7).clock_now
+            12.0
+            >>> VerifySettings(clock_now=5.0).with_clock_now(12.7).clock_now
+            5.0
+        """
+        if self.clock_now:
+            return self
+        return dataclasses.replace(self, clock_now=float(int(time.time() if now is None
+                                                              else now)))
 
     def clock(self) -> ReceiptClock:
         """The receipt clock of bare lines, with ``clock_now`` as "now"."""

@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from snap_spark import storage
 from snap_spark.nostr.lines import event_from_line
-from snap_spark.nostr.stored import MESSAGE_KIND, Keyring, check_stored_event
+from snap_spark.nostr.stored import MESSAGE_KIND, Keyring, check_stored_event, expiration_time
 from snap_spark.protocol.nostr import CARD_KIND, card_sort_key, check_card_event, check_event
 from snap_spark.runner import log
 
@@ -278,8 +278,7 @@ def event_row(entry: Folded, verdict: str, detail: str | None, *, ingest_id: str
         "content": typed("content", str),
         "identity": _tag(event, "d") if event.get("kind") == CARD_KIND else None,
         "recipient": _tag(event, "p") if event.get("kind") == MESSAGE_KIND else None,
-        "expiration": int(expiration) if expiration and expiration.isdigit()
-        and len(expiration) < 16 else None,
+        "expiration": expiration_time(expiration),
         "relays": sorted(entry.relays), "origins": sorted(entry.origins),
         "copies": len(entry.origins),
         "first_source": entry.first_origin, "first_received_at": entry.received_at,
@@ -437,11 +436,9 @@ def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
     the event's ``created_at``); ``None`` when no clock is set."""
     if entry.received_at is not None:
         return entry.received_at
-    clock = settings.clock()
     created = (entry.event or {}).get("created_at")
-    if clock.mode == "refuse" or (clock.mode == "message" and not isinstance(created, int)):
-        return None
-    return clock.resolve(created if isinstance(created, int) else 0)
+    return settings.clock().receipt_for(
+        created if isinstance(created, int) and not isinstance(created, bool) else None)
 
 
 def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded, float, str]],

@@ -171,6 +171,23 @@ class StoredCheck:
     inner: str | None = None
 
 
+def expiration_time(text: str | None) -> int | None:
+    """The unix time of a NIP-40 ``expiration`` tag value, or ``None`` when it is not one:
+    ASCII digits only (``str.isdigit`` alone accepts other scripts' digits), at most 15 of
+    them. The stored-message check and the ``nostr_events.expiration`` column both read it
+    so.
+
+    Examples:
+        >>> expiration_time("1700000000"), expiration_time("\u0661\u0662"), expiration_time("-5")
+        (1700000000, None, None)
+        >>> expiration_time(None), expiration_time("9" * 16)
+        (None, None)
+    """
+    if not text or not text.isascii() or not text.isdigit() or len(text) > 15:
+        return None
+    return int(text)
+
+
 def _tag_values(tags: Sequence[Sequence[str]], name: str) -> list[str]:
     return [tag[1] if len(tag) > 1 else "" for tag in tags if tag[0] == name]
 
@@ -220,14 +237,15 @@ def check_stored_event(event: object, received_at: float | None, keyring: Keyrin
     expirations = _tag_values(event["tags"], "expiration")
     if expirations:
         text = expirations[0]
-        if not text.isascii() or not text.isdigit() or len(text) > 15:
+        expires = expiration_time(text)
+        if expires is None:
             return StoredCheck("malformed", "the expiration tag is not a unix time",
                                recipient)
         if received_at is None:
             raise MissingReceiptTime(_NEEDS_CLOCK)
-        if int(text) < received_at:
+        if expires < received_at:
             return StoredCheck("expired", f"expiration {text} is "
-                                          f"{received_at - int(text):g}s before the receipt "
+                                          f"{received_at - expires:g}s before the receipt "
                                           "time (NIP-40)", recipient)
     if recipient not in keyring:
         return StoredCheck("encrypted", "addressed to a key the keyring does not hold",

@@ -546,10 +546,9 @@ def listed_inputs(inputs: Sequence[str]) -> list[str]:
 
 def decided_settings(settings: VerifySettings | None, spark: Any) -> VerifySettings:
     """Validated settings with the driver's "now" and the verification threads fixed."""
-    chosen = (settings or VerifySettings()).validated()
+    chosen = (settings or VerifySettings()).validated().with_clock_now()
     return dataclasses.replace(
-        chosen, clock_now=chosen.clock_now or float(int(time.time())),
-        verify_threads=chosen.verify_threads or auto_verify_threads(spark))
+        chosen, verify_threads=chosen.verify_threads or auto_verify_threads(spark))
 
 
 def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> LandedPass:

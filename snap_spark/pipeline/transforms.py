@@ -68,10 +68,7 @@ def messages_struct() -> StructType:
 
 def _settings(settings: VerifySettings) -> VerifySettings:
     """Validated settings with the driver's "now" fixed (every task uses the same)."""
-    checked = settings.validated()
-    if not checked.clock_now:
-        checked = dataclasses.replace(checked, clock_now=float(int(time.time())))
-    return checked
+    return settings.validated().with_clock_now()
 
 
 def _meta() -> RowMeta:

@@ -108,6 +108,22 @@ class ReceiptClock:
             raise ValueError(f"bad receipt clock {spec!r}: must be non-negative unix seconds")
         return cls("fixed", value)
 
+    def receipt_for(self, timestamp: int | None) -> float | None:
+        """The receipt time this clock gives a bare record whose own time is
+        ``timestamp`` (``None``: it has none), or ``None`` when the clock gives none
+        (``refuse``; ``message`` for a record without a time). Nostr events use it with
+        their ``created_at``.
+
+        Examples:
+            >>> ReceiptClock("message").receipt_for(7), ReceiptClock("message").receipt_for(None)
+            (7.0, None)
+            >>> ReceiptClock("fixed", 9.0).receipt_for(None), ReceiptClock.refuse().receipt_for(7)
+            (9.0, None)
+        """
+        if self.mode == "refuse" or (self.mode == "message" and timestamp is None):
+            return None
+        return self.resolve(0 if timestamp is None else timestamp)
+
     def resolve(self, timestamp: int) -> float:
         if self.mode == "fixed":
             assert self.value is not None
