@@ -438,7 +438,7 @@ def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
         return entry.received_at
     created = (entry.event or {}).get("created_at")
     return settings.clock().receipt_for(
-        created if isinstance(created, int) and not isinstance(created, bool) else None)
+        created if isinstance(created, int) else None)
 
 
 def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded, float, str]],
