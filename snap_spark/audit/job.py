@@ -33,6 +33,7 @@ from snap_spark.settings import SettingsError, VerifySettings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+
 #: Threshold metrics, their default limits (a value above the limit is an alert), and what
 #: they measure. Rates are shares of the window's messages.
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -392,7 +393,7 @@ def _job() -> Job:
             if out.exists() and not out.is_dir():
                 raise UsageError(f"--out {args.out}: exists and is not a folder")
 
-        def run(self, spark: Any, context: Context) -> AuditResult:
+        def run(self, spark: SparkSession, context: Context) -> AuditResult:
             args = context.args
             return audit(spark, context.lake, args.out, window=args.window,
                          reverify_fraction=args.reverify_sample,

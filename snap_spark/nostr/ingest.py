@@ -59,6 +59,7 @@ from snap_spark.runner import log
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from snap_spark.lake import Lake
     from snap_spark.lines import LineRange
     from snap_spark.settings import VerifySettings
 
@@ -378,7 +379,7 @@ def resolve_cards(history: Sequence[Mapping[str, Any]]
 # -- the run -----------------------------------------------------------------------------------
 
 
-def _lookup(spark: SparkSession, lake: Any, path: str, column: str, keys: Iterable[str]
+def _lookup(spark: SparkSession, lake: Lake, path: str, column: str, keys: Iterable[str]
             ) -> list[dict[str, Any]]:
     """The rows of a table whose ``column`` is one of ``keys`` (none when it is absent)."""
     wanted = sorted(set(keys))
@@ -390,7 +391,7 @@ def _lookup(spark: SparkSession, lake: Any, path: str, column: str, keys: Iterab
     return found
 
 
-def _replace(spark: SparkSession, lake: Any, lake_dir: str, table: str,
+def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
              rows: Sequence[Mapping[str, Any]], key: str, *, staging: str, ingest_id: str,
              info: Mapping[str, Any]) -> None:
     """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit; logs
@@ -478,7 +479,7 @@ def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded
             for source, row in _landed_messages(spark, lake, lake_dir, sources).items()}
 
 
-def _landed_messages(spark: SparkSession, lake: Any, lake_dir: str, sources: Iterable[str]
+def _landed_messages(spark: SparkSession, lake: Lake, lake_dir: str, sources: Iterable[str]
                      ) -> dict[str, dict[str, Any]]:
     """The ``messages`` row (verdict, code, detail) of each envelope ``source`` the lake
     holds (found through ``raw_messages``, which keeps the envelope's source)."""
@@ -497,7 +498,7 @@ def _landed_messages(spark: SparkSession, lake: Any, lake_dir: str, sources: Ite
     return {r["source"]: r for r in rows}
 
 
-def _restated(spark: SparkSession, lake: Any, lake_dir: str,
+def _restated(spark: SparkSession, lake: Lake, lake_dir: str,
               bound: Sequence[tuple[Folded, float, str]], out: Mapping[str, Any]
               ) -> dict[str, dict[str, Any]]:
     """``nostr_events`` rows of earlier runs whose stored message the run's messages
@@ -711,7 +712,7 @@ def _card_history(entry: Folded, verdict: str, detail: str | None, ingest_id: st
                        else None, ingest_id=ingest_id)
 
 
-def _settle_cards(spark: SparkSession, lake: Any, lake_dir: str,
+def _settle_cards(spark: SparkSession, lake: Lake, lake_dir: str,
                   new: list[dict[str, Any]], events: dict[str, dict[str, Any]]
                   ) -> dict[str, list[dict[str, Any]]]:
     """History rows to write (new ones, and older ones whose verdict moves), the
@@ -848,7 +849,7 @@ def _job() -> Any:
             if not (args.relay or args.input or args.well_known):
                 raise UsageError("give --relay URL, --input PATH or --well-known PATH")
 
-        def run(self, spark: Any, context: Any) -> IngestResult:
+        def run(self, spark: SparkSession, context: Any) -> IngestResult:
             from snap_spark.nostr.stored import KeyringError
 
             args = context.args

@@ -23,7 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snap_spark import __version__, storage
 from snap_spark.pipeline.ingest import batch_app_id
@@ -31,6 +31,11 @@ from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from snap_spark.lake import Lake
 
 #: The tables a landing run writes.
 LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
@@ -100,7 +105,7 @@ def read_figures(figures: Mapping[str, Any]) -> tuple[int, dict[int | None, int]
 
 
 
-def auto_verify_threads(spark: Any) -> int:
+def auto_verify_threads(spark: SparkSession) -> int:
     """Verification threads per task: the cores a task owns. libsecp256k1 releases the GIL,
     so a task given several cores (``spark.task.cpus``), or one slot of a local master on a
     machine with more cores, verifies on all of them; with one task per core it is 1.
@@ -209,7 +214,7 @@ def _remove_if_empty(*paths: str) -> None:
 
 
 def run(
-    spark: Any,
+    spark: SparkSession,
     inputs: Sequence[str],
     lake_dir: str,
     settings: VerifySettings | None = None,
@@ -374,7 +379,7 @@ def run(
 
 
 def reverify(
-    spark: Any,
+    spark: SparkSession,
     lake_dir: str,
     settings: VerifySettings | None = None,
     *,
@@ -544,7 +549,7 @@ def listed_inputs(inputs: Sequence[str]) -> list[str]:
     return files
 
 
-def decided_settings(settings: VerifySettings | None, spark: Any) -> VerifySettings:
+def decided_settings(settings: VerifySettings | None, spark: SparkSession) -> VerifySettings:
     """Validated settings with the driver's "now" and the verification threads fixed."""
     chosen = (settings or VerifySettings()).validated().with_clock_now()
     return dataclasses.replace(
@@ -567,7 +572,7 @@ def _fold(landed_df: Any, window: float, candidates_dir: str | None = None) -> L
 
 
 def commit_landed(
-    spark: Any, lake: Any, lake_dir: str, landed: LandedPass, result: JobResult, *,
+    spark: SparkSession, lake: Lake, lake_dir: str, landed: LandedPass, result: JobResult, *,
     candidates: Any, raw_keys: Collection[str], msg_keys: Collection[str], ingest_id: str,
     ingest_time_us: int, staging: str, raw_root: str, settings: VerifySettings,
     txn: Callable[[str, list[str]], tuple[str, int]], info: dict[str, Any],
@@ -645,7 +650,7 @@ MAX_DECIDE_ATTEMPTS = 5
 
 
 def _commit_messages(
-    spark: Any, lake: Any, lake_dir: str, landed: LandedPass, result: JobResult, *,
+    spark: SparkSession, lake: Lake, lake_dir: str, landed: LandedPass, result: JobResult, *,
     settings: VerifySettings, candidates: Any, also_keys: Any, msg_root: str, ingest_id: str,
     msg_keys: Collection[str], txn: Callable[[str, list[str]], tuple[str, int]],
     info: dict[str, Any], uncommitted: list[tuple[str, list[Any]]],
@@ -794,7 +799,7 @@ def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
     return keys
 
 
-def candidate_frame(spark: Any, landed: LandedPass) -> Any:
+def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
     """The pass's replay candidates (kept by :func:`_fold`) as a DataFrame, or ``None``."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -806,7 +811,7 @@ def candidate_frame(spark: Any, landed: LandedPass) -> Any:
     return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
 
 
-def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidate_files: list[str],
+def refresh_landed_tasks(spark: SparkSession, lake: Lake, lake_dir: str, candidate_files: list[str],
                          updates: Any = None) -> int:
     """Fold again, in ``task_events`` and ``tasks``, every task a landing pass's replay
     candidates (``candidate_files``, :func:`~snap_spark.pipeline.land.write_candidates`;
@@ -836,7 +841,7 @@ def refresh_landed_tasks(spark: Any, lake: Any, lake_dir: str, candidate_files: 
     return refresh_tasks(spark, lake_dir, ids).tasks
 
 
-def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: LandedPass,
+def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,
                          settings: VerifySettings, candidates: Any, also_keys: Any = None,
                          version: int | None = None) -> Any:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
@@ -859,7 +864,8 @@ def _decide_against_lake(spark: Any, lake: Any, msg_path: str, landed: LandedPas
     return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
 
 
-def _write_messages(spark: Any, landed: LandedPass, msg_root: str, ingest_id: str) -> list[Any]:
+def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, ingest_id: str
+                    ) -> list[Any]:
     """Write the ``messages`` files of staged rows, with the 2006 verdicts applied."""
     from snap_spark.pipeline.land import data_file, landed_struct, write_messages
 
@@ -873,7 +879,7 @@ def _write_messages(spark: Any, landed: LandedPass, msg_root: str, ingest_id: st
     return [data_file(row["info"]) for row in written]
 
 
-def _commit_ledger(spark: Any, lake: Any, path: str, staging: str, ingest_id: str,
+def _commit_ledger(spark: SparkSession, lake: Lake, path: str, staging: str, ingest_id: str,
                    ingest_time_us: int, pieces: Sequence[Any], *, app_id: str,
                    version: int = 1, info: dict[str, Any]) -> None:
     """Append the run's ``ingested_files`` rows (a few, written on the driver)."""
@@ -963,7 +969,7 @@ class VerifyMessages(Job):
             except FileNotFoundError as exc:
                 raise UsageError(str(exc)) from None
 
-    def run(self, spark: Any, context: Context) -> JobResult:
+    def run(self, spark: SparkSession, context: Context) -> JobResult:
         if context.args.reprocess:
             return reverify(spark, context.lake, context.verify)
         return run(spark, context.args.input, context.lake, context.verify)

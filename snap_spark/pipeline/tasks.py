@@ -36,7 +36,8 @@ from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_ste
 from snap_spark.protocol.verdict import VALID
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
 
 #: Rows the fold tasks send back to the driver: one per data file written (``table`` names
 #: the table, ``info`` is the file as JSON), and one of :data:`COUNTS` per Spark task.
@@ -156,7 +157,7 @@ def fold_partition(roots: dict[str, str], ingest_id: str, batches: Iterable[pa.R
             schema=WRITTEN)
 
 
-def rebuild_tasks(spark: Any, lake_dir: str) -> TasksResult:
+def rebuild_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
     """Rebuild ``task_events`` and ``tasks`` in full from the lake's ``messages`` (each
     replaced in one commit).
 
@@ -170,7 +171,7 @@ def rebuild_tasks(spark: Any, lake_dir: str) -> TasksResult:
     return _fold_tasks(spark, lake_dir, None)
 
 
-def refresh_tasks(spark: Any, lake_dir: str, task_ids: DataFrame | Collection[str]
+def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Collection[str]
                   ) -> TasksResult:
     """Fold again the tasks ``task_ids`` names, from every valid report of theirs in the
     lake's ``messages``, and replace exactly their rows in ``task_events`` and ``tasks``
@@ -220,7 +221,7 @@ def refresh_tasks(spark: Any, lake_dir: str, task_ids: DataFrame | Collection[st
         ids.unpersist()
 
 
-def landed_task_ids(spark: Any, lake_dir: str, ingest_ids: Collection[str]) -> DataFrame:
+def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[str]) -> DataFrame:
     """The tasks that runs ``ingest_ids`` gave a valid state report, as a DataFrame of one
     ``task_id`` column (distinct): what :func:`refresh_tasks` wants after those runs.
 
@@ -249,7 +250,7 @@ def _state_reports(messages: DataFrame) -> DataFrame:
     return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
 
 
-def _fold_tasks(spark: Any, lake_dir: str, ids: DataFrame | None) -> TasksResult:
+def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> TasksResult:
     """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full with
     ``replace_files``, or those tasks' rows with ``replace_keys``."""
     import time
@@ -360,7 +361,7 @@ def _job() -> Any:
         description = ("Rebuild the task_events and tasks tables under --lake in full from "
                        "its messages table (valid responses reporting a task state).")
 
-        def run(self, spark: Any, context: Any) -> TasksResult:
+        def run(self, spark: SparkSession, context: Any) -> TasksResult:
             return rebuild_tasks(spark, context.lake)
 
         def summary(self, result: Any) -> str:
