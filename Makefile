@@ -18,10 +18,10 @@ MASTER ?= local[*]
 # Delta backend of `make run`: auto (delta-spark when `make setup` cached Delta's JARs, else
 # delta-rs), delta-rs or delta-spark. Recursive (=): evaluated after setup ran.
 LAKE_BACKEND ?= auto
-DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.delta_jars jars 2>/dev/null))
+DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.maven_jars jars delta 2>/dev/null))
 # Spark's Kafka connector cached by `make setup`, and what a Kafka job gives spark-submit:
 # --jars '$(STREAM_JARS)' (Delta's JARs unless LAKE_BACKEND=delta-rs, and Kafka's).
-KAFKA_JARS = $(shell $(PY) -m snap_spark.kafka_jars jars 2>/dev/null)
+KAFKA_JARS = $(shell $(PY) -m snap_spark.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
 .PHONY: setup native test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
@@ -41,12 +41,12 @@ $(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
 # (instant when cached). Without network it says so in one line and setup goes on: runs
 # then use delta-rs, and the delta-spark tests fail until a later `make setup` fetches them.
 delta-jars: $(STAMP)
-	@$(PY) -m snap_spark.delta_jars fetch || true
+	@$(PY) -m snap_spark.maven_jars fetch delta || true
 
 # Spark's Kafka connector (spark-sql-kafka-0-10 of the installed PySpark and its
 # dependencies) for Kafka sources, resolved once into .venv/kafka-jars; offline alike.
 kafka-jars: $(STAMP)
-	@$(PY) -m snap_spark.kafka_jars fetch || true
+	@$(PY) -m snap_spark.maven_jars fetch kafka || true
 
 # The Kafka broker the tests run (Apache Kafka's own JARs), resolved once into
 # .venv/kafka-broker; only the tests use it (tests/kafka.py), never `make run`.

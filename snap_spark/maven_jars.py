@@ -1,22 +1,29 @@
-"""JARs from Maven Central, resolved once by Spark's own resolver into a cache, then loaded
-from it: one entry (a :class:`JarSet`) per package set.
+"""The JAR cache of snap-spark: JARs from Maven Central, resolved once by Spark's own resolver
+into a cache, then loaded from it; one entry (a :class:`JarSet`) per package set, and the
+check a job runs before it reads Kafka.
 
 The pip PySpark ships neither Delta Lake nor Spark's Kafka connector. ``make setup`` runs
-``python -m snap_spark.maven_jars fetch``, which resolves each set once: a child Python
+``python -m snap_spark.maven_jars fetch delta kafka``, which resolves each set once: a child Python
 process starts Spark with ``spark.jars.packages`` (the set's Maven coordinates) and
 ``spark.jars.ivy`` pointing into the set's cache folder, and a manifest (``jars.json``)
 records the JARs it resolved. Afterwards :func:`available` lists those local files,
 :func:`snap_spark.session.build_session` puts them on ``spark.jars``, and :func:`submit_jars`
-(``python -m snap_spark.maven_jars jars``) gives them to ``spark-submit --jars``, so no run
-resolves anything over the network.
+(``python -m snap_spark.maven_jars jars delta kafka``) gives them to ``spark-submit
+--jars``, so no run resolves anything over the network.
 
 The sets (:data:`JAR_SETS`):
 
-- ``delta``: ``io.delta:delta-spark_2.13:<version of the installed delta-spark package>``
-  (the delta-spark backend of :mod:`snap_spark.lake`; also :mod:`snap_spark.delta_jars`);
-- ``kafka``: ``org.apache.spark:spark-sql-kafka-0-10_2.13:<installed PySpark version>``
-  with kafka-clients, commons-pool2 and spark-token-provider-kafka (the Kafka source of
-  Structured Streaming; also :mod:`snap_spark.kafka_jars`).
+- :data:`DELTA` (``delta``): ``io.delta:delta-spark_2.13:<version of the installed
+  delta-spark package>`` (the delta-spark backend of :mod:`snap_spark.lake`);
+- :data:`KAFKA` (``kafka``): ``org.apache.spark:spark-sql-kafka-0-10_2.13:<installed
+  PySpark version>`` with kafka-clients, commons-pool2 and spark-token-provider-kafka (the
+  Kafka source of Structured Streaming). A job that reads Kafka calls
+  :func:`require_kafka_connector` first, so a session without the connector stops with one
+  clear line instead of Spark's ``DATA_SOURCE_NOT_FOUND``.
+
+The command line is ``python -m snap_spark.maven_jars fetch [--force]|jars|status [SET ...]``
+(:func:`main`). :mod:`snap_spark.delta_jars` and :mod:`snap_spark.kafka_jars` are
+compatibility names for one set each (``python -m snap_spark.delta_jars jars`` still works).
 
 A set's cache folder is, first match wins: its environment variable (e.g.
 ``$SNAP_SPARK_KAFKA_JARS``); ``.venv/<folder>`` of this source checkout;
@@ -28,8 +35,10 @@ Importing this module imports no Spark: ``make`` calls it to learn the JAR lists
 Examples:
     >>> sorted(JAR_SETS)
     ['delta', 'kafka']
-    >>> JAR_SETS["kafka"].coordinates(version="4.0.1")
+    >>> KAFKA.coordinates(version="4.0.1")
     ('org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1',)
+    >>> DELTA.available()  # after make setup  # doctest: +SKIP
+    ['/repo/.venv/delta-jars/ivy/jars/io.delta_delta-spark_2.13-4.0.1.jar', ...]
     >>> submit_jars()  # after make setup  # doctest: +SKIP
     ['/repo/.venv/delta-jars/ivy/jars/io.delta_delta-spark_2.13-4.0.1.jar', ...,
      '/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar', ...]
@@ -72,6 +81,10 @@ class DeltaJarsError(MavenJarsError):
 
 class KafkaJarsError(MavenJarsError):
     """The Kafka connector's JARs could not be fetched, or the connector is not loaded."""
+
+
+class KafkaConnectorMissing(KafkaJarsError):
+    """The session's JVM cannot load Spark's Kafka connector."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,24 @@ class JarSet:
         """The coordinates as ``spark.jars.packages`` (and the manifest) write them."""
         return ",".join(self.coordinates(version))
 
+    def cache_dir(self) -> Path:
+        """:func:`cache_dir` of this set."""
+        return cache_dir(self)
+
+    def available(self, directory: Path | None = None) -> list[str] | None:
+        """:func:`available` of this set."""
+        return available(self, directory)
+
+    def fetch(
+        self,
+        directory: Path | None = None,
+        *,
+        force: bool = False,
+        timeout: float = FETCH_TIMEOUT_SECONDS,
+    ) -> list[str]:
+        """:func:`fetch` of this set."""
+        return fetch(self, directory, force=force, timeout=timeout)
+
 
 def package_version(distribution: str) -> Callable[[], str]:
     """A function returning the installed version of a Python distribution.
@@ -170,41 +201,44 @@ def package_version(distribution: str) -> Callable[[], str]:
     return version
 
 
-#: The package sets ``make setup`` fetches, by name.
-JAR_SETS: dict[str, JarSet] = {
-    "delta": JarSet(
-        name="delta",
-        label="Delta JARs",
-        artifacts=(f"io.delta:delta-spark_{SCALA_BINARY_VERSION}",),
-        versions=package_version("delta-spark"),
-        cache_env="SNAP_SPARK_DELTA_JARS",
-        folder="delta-jars",
-        marker="io.delta_delta-spark_",
-        consequence="runs use the delta-rs backend and the delta-spark tests fail",
-        error=DeltaJarsError,
-    ),
-    "kafka": JarSet(
-        name="kafka",
-        label="Kafka connector JARs",
-        artifacts=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}",),
-        versions=package_version("pyspark"),
-        cache_env="SNAP_SPARK_KAFKA_JARS",
-        folder="kafka-jars",
-        marker="org.apache.spark_spark-sql-kafka-0-10_",
-        consequence="Kafka sources are not available and the Kafka tests fail",
-        error=KafkaJarsError,
-        # The connector needs spark-token-provider-kafka of its own version. Some Maven
-        # mirrors lack it for a patch release (this project's build machines see
-        # spark-sql-kafka 4.0.1 but no spark-token-provider-kafka 4.0.1): then the first
-        # release of the same line is taken, and the manifest and `make setup` say so.
-        substitutes=(
-            Substitute(
-                f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_BINARY_VERSION}",
-                same_line_first_release,
-            ),
+#: Delta Lake's JARs (``$SNAP_SPARK_DELTA_JARS``, else ``.venv/delta-jars``).
+DELTA = JarSet(
+    name="delta",
+    label="Delta JARs",
+    artifacts=(f"io.delta:delta-spark_{SCALA_BINARY_VERSION}",),
+    versions=package_version("delta-spark"),
+    cache_env="SNAP_SPARK_DELTA_JARS",
+    folder="delta-jars",
+    marker="io.delta_delta-spark_",
+    consequence="runs use the delta-rs backend and the delta-spark tests fail",
+    error=DeltaJarsError,
+)
+#: Spark's Kafka connector (``$SNAP_SPARK_KAFKA_JARS``, else ``.venv/kafka-jars``).
+KAFKA = JarSet(
+    name="kafka",
+    label="Kafka connector JARs",
+    artifacts=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}",),
+    versions=package_version("pyspark"),
+    cache_env="SNAP_SPARK_KAFKA_JARS",
+    folder="kafka-jars",
+    marker="org.apache.spark_spark-sql-kafka-0-10_",
+    consequence="Kafka sources are not available and the Kafka tests fail",
+    error=KafkaJarsError,
+    # The connector needs spark-token-provider-kafka of its own version. Some Maven
+    # mirrors lack it for a patch release (this project's build machines see
+    # spark-sql-kafka 4.0.1 but no spark-token-provider-kafka 4.0.1): then the first
+    # release of the same line is taken, and the manifest and `make setup` say so.
+    substitutes=(
+        Substitute(
+            f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_BINARY_VERSION}",
+            same_line_first_release,
         ),
     ),
-}
+)
+#: The package sets ``make setup`` fetches, by name.
+JAR_SETS: dict[str, JarSet] = {"delta": DELTA, "kafka": KAFKA}
+#: The class behind ``format("kafka")``: the connector is loaded when the JVM can load it.
+KAFKA_SOURCE_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 
 def cache_dir(jar_set: JarSet) -> Path:
@@ -494,7 +528,7 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
         0
     """
     parser = argparse.ArgumentParser(
-        prog=prog or f"python -m snap_spark.{jar_set.name}_jars",
+        prog=prog or "python -m snap_spark.maven_jars",
         description=f"Fetch the {jar_set.label} once into a local cache, and list them.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -539,7 +573,8 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m snap_spark.maven_jars fetch|jars|status [SET ...]`` (default: every set).
+    """``python -m snap_spark.maven_jars fetch [--force]|jars|status [SET ...]`` (default:
+    every set: ``delta``, ``kafka``).
 
     ``fetch`` fetches each set not cached yet (one line per set fetched or failed; exit 1
     when any failed); ``jars`` prints the cached JARs of the sets comma-separated, the list
@@ -562,6 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", choices=["fetch", "jars", "status"])
     parser.add_argument("sets", nargs="*", metavar="SET",
                         help=f"package sets (default: all of {', '.join(JAR_SETS)})")
+    parser.add_argument("--force", action="store_true", help="fetch: resolve again")
     args = parser.parse_args(argv)
     unknown = [name for name in args.sets if name not in JAR_SETS]
     if unknown:
@@ -570,14 +606,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "jars":
         print(",".join(submit_jars(names)))
         return 0
+    if args.force and args.command != "fetch":
+        parser.error("--force goes with fetch")
     failed = 0
     for name in names:
-        failed |= set_main(JAR_SETS[name], [args.command])
+        command = [args.command, *(["--force"] if args.force else [])]
+        failed |= set_main(JAR_SETS[name], command, prog=parser.prog)
     return failed
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
@@ -614,3 +649,47 @@ def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
             raise
         return False
     return True
+
+
+def missing_connector_message(class_name: str = KAFKA_SOURCE_PROVIDER) -> str:
+    """What :func:`require_kafka_connector` says when ``class_name`` cannot be loaded.
+
+    Examples:
+        >>> print(missing_connector_message())  # doctest: +SKIP
+        the Kafka connector is not loaded: run make setup, or pass --packages
+        org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1 (the driver's JVM cannot load
+        org.apache.spark.sql.kafka010.KafkaSourceProvider; ...)
+    """
+    return (
+        f"the Kafka connector is not loaded: run make setup, or pass --packages "
+        f"{KAFKA.coordinate()} (the driver's JVM cannot load {class_name}; under spark-submit "
+        "give it --jars $(python -m snap_spark.maven_jars jars kafka) after make setup)"
+    )
+
+
+def require_kafka_connector(
+    spark: SparkSession, class_name: str = KAFKA_SOURCE_PROVIDER
+) -> None:
+    """Fail with one clear line unless ``spark``'s JVM can load the Kafka connector.
+
+    A streaming job calls this before ``spark.readStream.format("kafka")``. ``class_name``
+    is the class probed (the connector's data source provider; tests pass another name to
+    see the failure).
+
+    Raises:
+        KafkaConnectorMissing: the class is not on the driver's classpath (a
+            :class:`KafkaJarsError`; a job maps it to its usage exit status).
+
+    Examples:
+        >>> require_kafka_connector(spark)  # doctest: +SKIP
+        >>> require_kafka_connector(spark, "org.example.Missing")  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        snap_spark.maven_jars.KafkaConnectorMissing: the Kafka connector is not loaded: ...
+    """
+    if not jvm_has_class(class_name, spark):
+        raise KafkaConnectorMissing(missing_connector_message(class_name))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,10 +1,10 @@
 """Build the SparkSession snap-spark runs on, and detect which Delta backend it has.
 
-Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.delta_jars`):
+Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.maven_jars`):
 :func:`build_session` loads them with Delta's session extension and catalog when they are
 there, and :data:`LAKE_BACKEND_CONF` tells :func:`snap_spark.lake.get_lake` which backend to
-use on that session. Spark's Kafka connector comes from the same kind of cache
-(:mod:`snap_spark.kafka_jars`) and joins ``spark.jars`` likewise.
+use on that session. Spark's Kafka connector comes from the same cache module and joins
+``spark.jars`` likewise.
 """
 
 from __future__ import annotations
@@ -72,22 +72,22 @@ def build_session(
     ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
     when the JARs are at hand, ``True`` always (an error when they are not), ``False``
     never. The JARs are at hand when ``make setup`` cached them
-    (:func:`snap_spark.delta_jars.available`), or, under spark-submit (whose driver JVM runs
+    (``snap_spark.maven_jars.DELTA.available()``), or, under spark-submit (whose driver JVM runs
     before this code), when they are on its classpath (``spark-submit --jars``, a cluster's
     own Delta). Settings that already name Delta's extension are left as they are. Which
     backend the session then uses is :func:`snap_spark.lake.get_lake`'s choice
     (``spark.snap.lake.backend``); it refuses delta-spark on a session without Delta.
 
-    ``kafka`` puts the Kafka connector's cached JARs (:func:`snap_spark.kafka_jars.available`)
-    on ``spark.jars`` the same way: ``None`` when cached, ``True`` always (an error when they
+    ``kafka`` puts the Kafka connector's cached JARs (``snap_spark.maven_jars.KAFKA``) on
+    ``spark.jars`` the same way: ``None`` when cached, ``True`` always (an error when they
     are not), ``False`` never. A driver JVM that already runs (spark-submit's) gets nothing
-    added: give it ``--jars``; :func:`snap_spark.kafka_jars.require_kafka_connector` tells a
+    added: give it ``--jars``; :func:`snap_spark.maven_jars.require_kafka_connector` tells a
     job whether the connector is there.
 
     Raises:
-        snap_spark.delta_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
+        snap_spark.maven_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
             available.
-        snap_spark.kafka_jars.KafkaJarsError: ``kafka`` is ``True`` and the connector's JARs
+        snap_spark.maven_jars.KafkaJarsError: ``kafka`` is ``True`` and the connector's JARs
             are not cached (and no driver JVM runs yet).
 
     Examples:
@@ -126,7 +126,7 @@ def _delta_settings(
     runs (spark-submit's, or an earlier session's in this process), JARs can no longer join
     its classpath, so Delta is loaded only when its classes are already on it.
     """
-    from snap_spark import delta_jars
+    from snap_spark.maven_jars import DELTA, DeltaJarsError
 
     if delta is False:
         return {}
@@ -147,19 +147,19 @@ def _delta_settings(
             return loaded
         hint = (
             "Delta's classes are not on the running driver's classpath: give spark-submit "
-            "--jars $(python -m snap_spark.delta_jars jars)"
+            "--jars $(python -m snap_spark.maven_jars jars delta)"
         )
         if required:
-            raise delta_jars.DeltaJarsError(hint + " (after make setup)")
-        if delta_jars.available() is not None:  # cached, so probably meant to be used
+            raise DeltaJarsError(hint + " (after make setup)")
+        if DELTA.available() is not None:  # cached, so probably meant to be used
             print(f"snap-spark: {hint}; this session has no Delta", file=sys.stderr)
         return {}
-    jars = delta_jars.available()
+    jars = DELTA.available()
     if jars is None:
         if required:
-            raise delta_jars.DeltaJarsError(
-                f"Delta's JARs are not cached in {delta_jars.cache_dir()}: run `make setup` "
-                "(or python -m snap_spark.delta_jars fetch) with access to Maven Central"
+            raise DeltaJarsError(
+                f"Delta's JARs are not cached in {DELTA.cache_dir()}: run `make setup` "
+                "(or python -m snap_spark.maven_jars fetch delta) with access to Maven Central"
             )
         return {}
     return {**loaded, "spark.jars": _merged(settings.get("spark.jars"), *jars)}
@@ -167,16 +167,16 @@ def _delta_settings(
 
 def _kafka_settings(settings: dict[str, str], kafka: bool | None) -> dict[str, str]:
     """``spark.jars`` with the Kafka connector's cached JARs added (none to skip them)."""
-    from snap_spark import kafka_jars
+    from snap_spark.maven_jars import KAFKA, KafkaJarsError
 
     if kafka is False or _driver_running():  # a running JVM takes no more JARs
         return {}
-    jars = kafka_jars.available()
+    jars = KAFKA.available()
     if jars is None:
         if kafka:
-            raise kafka_jars.KafkaJarsError(
-                f"the Kafka connector's JARs are not cached in {kafka_jars.cache_dir()}: run "
-                "`make setup` (or python -m snap_spark.kafka_jars fetch) with access to "
+            raise KafkaJarsError(
+                f"the Kafka connector's JARs are not cached in {KAFKA.cache_dir()}: run "
+                "`make setup` (or python -m snap_spark.maven_jars fetch kafka) with access to "
                 "Maven Central"
             )
         return {}

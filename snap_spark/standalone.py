@@ -901,12 +901,12 @@ def _shipping_args(how: str, config: DemoConfig, out: Path,
 def _backend_args(backend: str) -> list[str]:
     args = ["--conf", f"spark.snap.lake.backend={backend}"]
     if backend == "delta-spark":
-        from snap_spark import delta_jars
+        from snap_spark.maven_jars import DELTA
 
-        jars = delta_jars.available()
+        jars = DELTA.available()
         if jars is None:
             raise ClusterError("delta-spark needs Delta's JARs: run `make setup` "
-                               f"(cached in {delta_jars.cache_dir()})")
+                               f"(cached in {DELTA.cache_dir()})")
         args += ["--jars", ",".join(jars)]
     return args
 

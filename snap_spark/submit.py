@@ -12,8 +12,8 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
 - Spark's home is ``$SPARK_HOME`` when set (as pyspark's own scripts do), else the
   installed pyspark package's folder, and ``<home>/bin/spark-submit`` runs the job;
 - the cached JARs go to ``--jars`` the way ``make run`` and ``make stream`` pass them:
-  Delta's (:mod:`snap_spark.delta_jars`) unless ``--conf spark.snap.lake.backend=delta-rs``,
-  and Kafka's (:mod:`snap_spark.kafka_jars`) for ``stream_verify --kafka-bootstrap``,
+  Delta's (:mod:`snap_spark.maven_jars`) unless ``--conf spark.snap.lake.backend=delta-rs``,
+  and Kafka's for ``stream_verify --kafka-bootstrap``,
   merged with the ``--jars`` given;
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
   ``--conf spark.ui.showConsoleProgress=false`` and the checkout's quieter

@@ -130,7 +130,7 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
             "the delta-spark backend needs Delta Lake's session extension, and this session "
             "has none: run `make setup` to cache Delta's JARs, then start the session with "
             "snap_spark.session.build_session (or spark-submit --jars from "
-            "`python -m snap_spark.delta_jars jars`)"
+            "`python -m snap_spark.maven_jars jars delta`)"
         )
     return DeltaRsLake()
 

@@ -1,7 +1,7 @@
 """The delta-spark backend: Delta Lake's own Spark integration (``delta-spark``).
 
 Chosen by :func:`snap_spark.lake.get_lake` when ``io.delta.sql.DeltaSparkSessionExtension``
-is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.delta_jars`, or a
+is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.maven_jars`, or a
 cluster's own). Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer
 options: Delta skips the write, before computing it, when the table already has that
 transaction);

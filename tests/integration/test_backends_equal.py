@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from snap_spark import delta_jars
+from snap_spark.maven_jars import DELTA
 from snap_spark.pipeline.job import run
 from snap_spark.sample import SampleConfig, generate
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
@@ -114,7 +114,7 @@ def test_a_rerun_on_delta_spark_adds_nothing(
 def test_spark_submit_with_the_cached_jars_runs_on_delta_spark(tmp_path: Path) -> None:
     """What ``make run`` does: spark-submit --jars <cache> (the driver JVM starts before
     Python, so only spark-submit can put the JARs on its classpath)."""
-    jars = delta_jars.available()
+    jars = DELTA.available()
     assert jars is not None, "Delta's JARs are not cached: run `make setup`"
     path = tmp_path / "in.jsonl"
     lines = [line for line, _ in generate(SampleConfig(agents=3, messages=20, seed=1))]

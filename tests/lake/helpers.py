@@ -17,8 +17,8 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import SparkSession
 
-from snap_spark import delta_jars
 from snap_spark.lake import LAKE_BACKEND_CONF, DeltaSparkLake, LakeError, get_lake
+from snap_spark.maven_jars import DELTA
 
 
 def delta_rows(path: str | Path, sql: str = "select * from t") -> list[dict[str, Any]]:
@@ -37,10 +37,10 @@ def delta_spark_lake(spark: SparkSession) -> DeltaSparkLake:
     else:
         assert isinstance(lake, DeltaSparkLake)
         return lake
-    cached = delta_jars.available() is not None
+    cached = DELTA.available() is not None
     pytest.fail(  # outside the except block: one message, no chained traceback
         f"delta-spark tests need Delta's JARs: run `make setup` (it fetches them once into "
-        f"{delta_jars.cache_dir()}; cached now: {cached}). {problem}",
+        f"{DELTA.cache_dir()}; cached now: {cached}). {problem}",
         pytrace=False,
     )
 

@@ -20,7 +20,6 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from snap_spark import delta_jars, kafka_jars
 from snap_spark.lake import (
     DeltaRsLake,
     DeltaSparkLake,
@@ -31,6 +30,7 @@ from snap_spark.lake import (
 )
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_spark import TIMESTAMP_TYPE_CONF, TXN_APP_ID_CONF, TXN_VERSION_CONF
+from snap_spark.maven_jars import DELTA, KAFKA
 from snap_spark.session import DELTA_CATALOG, has_delta_spark
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
 
@@ -72,11 +72,11 @@ def ids_of(path: str | Path) -> list[int]:
 
 def test_session_loads_the_cached_jars_and_the_backend_setting_chooses(spark: SparkSession) -> None:
     lake = delta_spark_lake(spark)
-    jars = delta_jars.available()
+    jars = DELTA.available()
     assert jars is not None and any("delta-spark_2.13" in jar for jar in jars)
-    # Delta's JARs, then Spark's Kafka connector's when make setup cached it (kafka_jars)
+    # Delta's JARs, then Spark's Kafka connector's when make setup cached it (KAFKA)
     listed = spark.sparkContext.getConf().get("spark.jars").split(",")
-    assert listed == [*jars, *(kafka_jars.available() or [])]
+    assert listed == [*jars, *(KAFKA.available() or [])]
     assert has_delta_spark(spark)
     assert spark.conf.get("spark.sql.catalog.spark_catalog") == DELTA_CATALOG
 

@@ -45,9 +45,9 @@ def submitted(full_lake: FullLake, tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The audit as a scheduler (and ``make audit``) runs it: spark-submit, delta-spark with
     the cached JARs, every archived line re-verified, a window holding every day."""
-    from snap_spark import delta_jars
+    from snap_spark.maven_jars import DELTA
 
-    jars = delta_jars.available()
+    jars = DELTA.available()
     assert jars, "Delta's JARs are not cached: make setup fetches them"
     out = tmp_path_factory.mktemp("audit") / "report"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark import kafka_jars
+from snap_spark import maven_jars
 from tests.kafka import KafkaBroker, KafkaTopics
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -54,12 +54,12 @@ def test_the_test_session_has_the_kafka_connector(spark: Any) -> None:
     """``build_session`` put the cached connector on ``spark.jars``; its classes load."""
     from snap_spark.session import jvm_has_class
 
-    jars = kafka_jars.available()
-    assert jars is not None, f"not cached in {kafka_jars.cache_dir()}: run `make setup`"
+    jars = maven_jars.KAFKA.available()
+    assert jars is not None, f"not cached in {maven_jars.KAFKA.cache_dir()}: run `make setup`"
     listed = spark.sparkContext.getConf().get("spark.jars", "").split(",")
     assert all(jar in listed for jar in jars)
-    kafka_jars.require_kafka_connector(spark)  # passes
-    assert jvm_has_class(kafka_jars.KAFKA_SOURCE_PROVIDER, spark)
+    maven_jars.require_kafka_connector(spark)  # passes
+    assert jvm_has_class(maven_jars.KAFKA_SOURCE_PROVIDER, spark)
     assert jvm_has_class("org.apache.kafka.clients.consumer.KafkaConsumer", spark)
     assert jvm_has_class("org.apache.spark.kafka010.KafkaConfigUpdater", spark)  # token provider
 
@@ -67,14 +67,14 @@ def test_the_test_session_has_the_kafka_connector(spark: Any) -> None:
 def test_a_session_without_the_connector_is_told_what_to_do(spark: Any) -> None:
     """The failure path, through the same JVM lookup: a class this JVM cannot load."""
     missing = "org.apache.spark.sql.kafka010.NoSuchSourceProvider"
-    with pytest.raises(kafka_jars.KafkaConnectorMissing) as raised:
-        kafka_jars.require_kafka_connector(spark, missing)
+    with pytest.raises(maven_jars.KafkaConnectorMissing) as raised:
+        maven_jars.require_kafka_connector(spark, missing)
     message = str(raised.value)
     assert message.startswith(
         "the Kafka connector is not loaded: run make setup, or pass --packages "
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}")
     assert missing in message
-    assert isinstance(raised.value, kafka_jars.KafkaJarsError)
+    assert isinstance(raised.value, maven_jars.KafkaJarsError)
 
 
 def test_lines_come_back_bytes_exact_in_order(

@@ -1,4 +1,5 @@
-"""The Delta JAR cache: its manifest, the command ``make`` calls, and a fetch without network."""
+"""The Delta set of the JAR cache (:data:`snap_spark.maven_jars.DELTA`): its manifest, the
+command ``make`` calls, and a fetch without network."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import delta_jars
+from snap_spark.maven_jars import DELTA, MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(*args: str, env: dict[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snap_spark.delta_jars", *args],
+    return subprocess.run([sys.executable, "-m", "snap_spark.maven_jars", *args, "delta"],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env={**os.environ, **(env or {})}, check=False)
 
@@ -26,42 +27,42 @@ def write_cache(folder: Path, coordinate: str, names: list[str]) -> None:
     for name in names:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(b"PK")
-    (folder / delta_jars.MANIFEST_NAME).write_text(
+    (folder / MANIFEST_NAME).write_text(
         json.dumps({"coordinate": coordinate, "jars": names}), encoding="utf-8")
 
 
 def test_coordinate_follows_the_installed_delta_spark_package() -> None:
     from importlib.metadata import version
 
-    assert delta_jars.coordinate() == f"io.delta:delta-spark_2.13:{version('delta-spark')}"
+    assert DELTA.coordinate() == f"io.delta:delta-spark_2.13:{version('delta-spark')}"
     assert version("delta-spark").split(".")[:2] == version("pyspark").split(".")[:2]
 
 
 def test_available_reads_the_manifest_of_this_version_only(tmp_path: Path) -> None:
     names = ["ivy/jars/io.delta_delta-spark_2.13-x.jar", "ivy/jars/io.delta_delta-storage-x.jar"]
-    assert delta_jars.available(tmp_path) is None  # nothing fetched
-    write_cache(tmp_path, delta_jars.coordinate(), names)
-    assert delta_jars.available(tmp_path) == [str(tmp_path / n) for n in names]
-    assert delta_jars.fetch(tmp_path) == delta_jars.available(tmp_path)  # cached: no JVM
+    assert DELTA.available(tmp_path) is None  # nothing fetched
+    write_cache(tmp_path, DELTA.coordinate(), names)
+    assert DELTA.available(tmp_path) == [str(tmp_path / n) for n in names]
+    assert DELTA.fetch(tmp_path) == DELTA.available(tmp_path)  # cached: no JVM
 
     (tmp_path / names[1]).unlink()  # a JAR gone: fetch again
-    assert delta_jars.available(tmp_path) is None
-    write_cache(tmp_path, delta_jars.coordinate("0.0.1"), names)  # another Delta version
-    assert delta_jars.available(tmp_path) is None
-    (tmp_path / delta_jars.MANIFEST_NAME).write_text("{not json", encoding="utf-8")
-    assert delta_jars.available(tmp_path) is None
+    assert DELTA.available(tmp_path) is None
+    write_cache(tmp_path, DELTA.coordinate("0.0.1"), names)  # another Delta version
+    assert DELTA.available(tmp_path) is None
+    (tmp_path / MANIFEST_NAME).write_text("{not json", encoding="utf-8")
+    assert DELTA.available(tmp_path) is None
 
 
 def test_make_gets_the_cached_jars_from_the_command_line() -> None:
     """What ``make run`` hands to ``spark-submit --jars`` (fails until ``make setup``)."""
-    jars = delta_jars.available()
-    assert jars is not None, f"Delta's JARs are not cached in {delta_jars.cache_dir()}: " \
+    jars = DELTA.available()
+    assert jars is not None, f"Delta's JARs are not cached in {DELTA.cache_dir()}: " \
                              "run `make setup`"
     listed = run_module("jars")
     assert listed.returncode == 0 and listed.stdout.strip() == ",".join(jars)
     status = run_module("status")
     assert status.returncode == 0 and f"{len(jars)} cached" in status.stdout
-    empty = {delta_jars.CACHE_ENV: "/nonexistent/delta-jars"}
+    empty = {DELTA.cache_env: "/nonexistent/delta-jars"}
     assert run_module("jars", env=empty).stdout.strip() == ""
     missing = run_module("status", env=empty)
     assert missing.returncode == 1 and "make setup" in missing.stdout
@@ -71,7 +72,7 @@ def test_make_gets_the_cached_jars_from_the_command_line() -> None:
 def test_fetch_without_network_says_so_in_one_line(tmp_path: Path) -> None:
     """``make setup`` offline: resolution fails fast with one clear line, no manifest."""
     offline = {
-        delta_jars.CACHE_ENV: str(tmp_path / "cache"),
+        DELTA.cache_env: str(tmp_path / "cache"),
         # a JVM whose repositories are unreachable: every request goes to a closed port,
         # and no ~/.m2 of this machine can answer either
         "SPARK_SUBMIT_OPTS": f"-Duser.home={tmp_path} -Dhttps.proxyHost=127.0.0.1 "
@@ -83,4 +84,4 @@ def test_fetch_without_network_says_so_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("setup: Delta JARs not fetched")
     assert "unresolved dependency" in lines[0] and "delta-rs" in lines[0]
-    assert delta_jars.available(tmp_path / "cache") is None
+    assert DELTA.available(tmp_path / "cache") is None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import kafka_jars, maven_jars
+from snap_spark import maven_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def write_cache(folder: Path, jar_set: maven_jars.JarSet, names: list[str],
 def test_each_set_follows_its_installed_package() -> None:
     from importlib.metadata import version
 
-    assert kafka_jars.coordinate() == (
+    assert maven_jars.KAFKA.coordinate() == (
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}")
     assert maven_jars.JAR_SETS["delta"].coordinate() == (
         f"io.delta:delta-spark_2.13:{version('delta-spark')}")
@@ -70,7 +70,7 @@ def test_submit_jars_lists_cached_sets_once_each(tmp_path: Path,
                                                      "ivy/jars/shared.jar"])
     assert maven_jars.submit_jars() == [*delta_list, kafka_list[0]]  # shared.jar once
     assert maven_jars.submit_jars(["kafka"]) == kafka_list
-    assert kafka_jars.available() == kafka_list
+    assert maven_jars.KAFKA.available() == kafka_list
     assert maven_jars.substitutions(kafka) == {
         "org.apache.spark:spark-token-provider-kafka-0-10_2.13": "4.0.0"}
 
@@ -78,10 +78,10 @@ def test_submit_jars_lists_cached_sets_once_each(tmp_path: Path,
     listed = run_module("snap_spark.maven_jars", "jars", "delta", "kafka", env=env)
     assert listed.returncode == 0
     assert listed.stdout.strip() == ",".join([*delta_list, kafka_list[0]])
-    status = run_module("snap_spark.kafka_jars", "status", env=env)
+    status = run_module("snap_spark.maven_jars", "status", "kafka", env=env)
     assert status.returncode == 0 and "2 cached" in status.stdout
     assert "spark-token-provider-kafka-0-10_2.13 at 4.0.0" in status.stdout
-    assert run_module("snap_spark.kafka_jars", "jars", env=env).stdout.strip() == \
+    assert run_module("snap_spark.maven_jars", "jars", "kafka", env=env).stdout.strip() == \
         ",".join(kafka_list)
     assert run_module("snap_spark.maven_jars", "jars", "nope", env=env).returncode == 2
 
@@ -91,10 +91,32 @@ def test_submit_jars_lists_cached_sets_once_each(tmp_path: Path,
     assert missing.returncode == 1 and "not cached" in missing.stdout
 
 
+def test_the_old_module_names_still_answer(tmp_path: Path) -> None:
+    """``python -m snap_spark.delta_jars|kafka_jars fetch|jars|status`` (once documented) are
+    the one module's commands for one set, and their names its names."""
+    from snap_spark import delta_jars, kafka_jars
+
+    delta, kafka = maven_jars.DELTA, maven_jars.KAFKA
+    assert (delta, kafka) == (delta_jars.DELTA, kafka_jars.KAFKA)
+    assert kafka_jars.require_kafka_connector is maven_jars.require_kafka_connector
+    assert issubclass(kafka_jars.KafkaConnectorMissing, maven_jars.KafkaJarsError)
+    assert delta_jars.DeltaJarsError is maven_jars.DeltaJarsError
+    assert delta_jars.available(tmp_path) is None
+    delta_list = write_cache(tmp_path / "d", delta, ["ivy/jars/io.delta_delta-spark_2.13-x.jar"])
+    kafka_list = write_cache(tmp_path / "k", kafka, ["ivy/jars/org.apache.spark_spark-sql-kafka"
+                                                     "-0-10_2.13-x.jar"])
+    env = {delta.cache_env: str(tmp_path / "d"), kafka.cache_env: str(tmp_path / "k")}
+    for module, listed in (("delta_jars", delta_list), ("kafka_jars", kafka_list)):
+        jars = run_module(f"snap_spark.{module}", "jars", env=env)
+        assert jars.returncode == 0 and jars.stdout.strip() == ",".join(listed)
+        status = run_module(f"snap_spark.{module}", "status", env=env)
+        assert status.returncode == 0 and "1 cached" in status.stdout
+
+
 def test_the_kafka_connector_is_cached_for_make() -> None:
     """What ``make setup`` fetched (fails until it ran with access to Maven Central)."""
-    jars = kafka_jars.available()
-    assert jars is not None, f"not cached in {kafka_jars.cache_dir()}: run `make setup`"
+    jars = maven_jars.KAFKA.available()
+    assert jars is not None, f"not cached in {maven_jars.KAFKA.cache_dir()}: run `make setup`"
     names = [Path(jar).name for jar in jars]
     assert any(n.startswith("org.apache.spark_spark-sql-kafka-0-10_2.13-") for n in names)
     assert any(n.startswith("org.apache.kafka_kafka-clients-") for n in names)
