@@ -238,8 +238,6 @@ def run(
         True
     """
     from snap_spark.lake import (
-        LakeLocationError,
-        check_table_location,
         get_lake,
         table_rows,
         table_uri,
@@ -259,12 +257,6 @@ def run(
         running_runs,
     )
     from snap_spark.processes import current_owner
-    from snap_spark.schemas.tables import (
-        INGESTED_FILES,
-        MESSAGES,
-        MESSAGES_PARTITION,
-        RAW_MESSAGES,
-    )
 
     settings = decided_settings(settings, spark)
     started = time.monotonic()
@@ -272,18 +264,8 @@ def run(
     lake = get_lake(spark)
     raw_path = storage.join(lake_dir, "raw_messages")
     msg_path = storage.join(lake_dir, "messages")
-    # Refuse a lake that cannot take these tables before anything is read or written.
-    if storage.path_kind(lake_dir) not in ("missing", "dir"):
-        raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
-    # Each run's marker says "writing" until the run ends; what a killed run left behind is
-    # removed here, by the next run (or snap-spark lake clean), before anything else.
-    cleaned = clean_leftovers(lake_dir, LANDED_TABLES, forget=False)
-    if cleaned.runs:
-        log(f"cleaned up after killed runs: {cleaned.summary()}")
-    check_table_location(raw_path, RAW_MESSAGES)
-    check_table_location(msg_path, MESSAGES, MESSAGES_PARTITION)
+    prepare_landing(lake_dir)
     ledger_path = storage.join(lake_dir, "ingested_files")
-    check_table_location(ledger_path, INGESTED_FILES)
 
     files = listed_inputs(inputs)
     result.files_seen = len(files)
@@ -515,6 +497,35 @@ def _versions(lake_dir: str, tables: Sequence[str]) -> list[int]:
     from snap_spark.lake import table_uri, table_version
 
     return [table_version(table_uri(storage.join(lake_dir, name))) for name in tables]
+
+
+def prepare_landing(lake_dir: str) -> None:
+    """What every landing run (the batch job, the stream) does before it reads or writes
+    anything: refuse a ``--lake`` that is not a folder, remove what killed runs left behind
+    (each run's marker says "writing" until it ends; one line says what was removed), and
+    refuse a table location that holds something else than its table.
+
+    Raises:
+        LakeLocationError: ``lake_dir`` is not a folder, or a table location is wrong.
+        LakeSchemaError: a table there has other columns.
+    """
+    from snap_spark.lake import LakeLocationError, check_table_location
+    from snap_spark.pipeline.runs import clean_leftovers
+    from snap_spark.schemas.tables import (
+        INGESTED_FILES,
+        MESSAGES,
+        MESSAGES_PARTITION,
+        RAW_MESSAGES,
+    )
+
+    if storage.path_kind(lake_dir) not in ("missing", "dir"):
+        raise LakeLocationError(f"--lake {lake_dir} is not a folder; nothing was written")
+    cleaned = clean_leftovers(lake_dir, LANDED_TABLES, forget=False)
+    if cleaned.runs:
+        log(f"cleaned up after killed runs: {cleaned.summary()}")
+    check_table_location(storage.join(lake_dir, "raw_messages"), RAW_MESSAGES)
+    check_table_location(storage.join(lake_dir, "messages"), MESSAGES, MESSAGES_PARTITION)
+    check_table_location(storage.join(lake_dir, "ingested_files"), INGESTED_FILES)
 
 
 def refuse_bare_lines() -> None:

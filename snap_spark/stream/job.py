@@ -62,6 +62,7 @@ from snap_spark.stream.landing import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from snap_spark.lake import Lake
     from snap_spark.pipeline.land import LandSpec
 
 #: Delta app transaction id of a query's commits; the version is the micro-batch id.
@@ -415,17 +416,11 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
-    from snap_spark.lake import check_table_location, get_lake, table_uri
-    from snap_spark.pipeline.job import LANDED_TABLES, decided_settings
+    from snap_spark.lake import get_lake, table_uri
+    from snap_spark.pipeline.job import LANDED_TABLES, decided_settings, prepare_landing
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
     from snap_spark.processes import current_owner
-    from snap_spark.schemas.tables import (
-        INGESTED_FILES,
-        MESSAGES,
-        MESSAGES_PARTITION,
-        RAW_MESSAGES,
-    )
     from snap_spark.stream.progress import BatchProgress, ProgressListener
     from snap_spark.stream.replay_state import configure_state_store, replay_verdicts
 
@@ -435,16 +430,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                          "times: use message or a fixed time for a stream")
     started = time.monotonic()
     lake = get_lake(spark)
-    if storage.path_kind(plan.lake_dir) not in ("missing", "dir"):
-        from snap_spark.lake import LakeLocationError
-
-        raise LakeLocationError(f"--lake {plan.lake_dir} is not a folder; nothing was written")
-    cleaned = clean_leftovers(plan.lake_dir, LANDED_TABLES, forget=False)
-    if cleaned.runs:
-        log(f"cleaned up after killed runs: {cleaned.summary()}")
-    check_table_location(storage.join(plan.lake_dir, "raw_messages"), RAW_MESSAGES)
-    check_table_location(storage.join(plan.lake_dir, "messages"), MESSAGES, MESSAGES_PARTITION)
-    check_table_location(storage.join(plan.lake_dir, "ingested_files"), INGESTED_FILES)
+    prepare_landing(plan.lake_dir)
     if plan.landing and storage.path_kind(plan.landing) != "dir":
         raise UsageError(f"--landing {plan.landing} is not a folder")
     configure_state_store(spark)
@@ -507,7 +493,7 @@ class BatchCommitter:
     """The ``foreachBatch`` function: decides the batch against the lake and commits it with
     the batch job's code, idempotently by ``(query id, batch id)``."""
 
-    def __init__(self, spark: SparkSession, lake: Any, plan: StreamPlan, spec: LandSpec,
+    def __init__(self, spark: SparkSession, lake: Lake, plan: StreamPlan, spec: LandSpec,
                  settings: VerifySettings, staging: str, result: StreamResult,
                  progress: Any) -> None:
         self.spark, self.lake, self.plan, self.spec = spark, lake, plan, spec
