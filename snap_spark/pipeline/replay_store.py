@@ -46,9 +46,8 @@ from snap_spark.protocol.replay import (
     ReplayCandidate,
     ReplayKeyState,
     duplicate_detail,
-    expire,
     line_name,
-    replay_step,
+    step_in_order,
 )
 from snap_spark.protocol.verdict import (
     CANDIDATE_CODES,
@@ -247,7 +246,7 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
     state: ReplayKeyState = EMPTY_STATE._replace(anchor=anchor, last_accepted=anchor)
     for row in rows[first_run:]:
         at = float(row["received_at"])
-        decision, state = replay_step(state, ReplayCandidate(at, row["code"]), window)
+        decision, state = step_in_order(state, ReplayCandidate(at, row["code"]), window)
         seen = decision.duplicate_of
         code = candidate_code(row["code"], seen is not None)
         detail: str | None
@@ -257,8 +256,6 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
             detail = row["signature_detail"] if row["origin"] == "lake" else None
             if code is None:
                 accepted_name = line_name(row["source_file"], row["line_no"])
-        if len(state.candidates) >= 64:
-            state = expire(state, at, window)  # in order: nothing earlier is still to come
         common = {"source_file": row["source_file"], "file_key": row["file_key"],
                   "line_no": row["line_no"], "received_at": at, "code": code}
         if row["origin"] == "run":

@@ -384,7 +384,7 @@ def _fold_runs(runs: Iterable[ReplayCandidate | list[ReplayCandidate]], window: 
     bounded by the busiest key's traffic within one window.
     """
     out: list[tuple[int, float, int]] = []
-    step = replay_step
+    step = step_in_order
     for run in runs:
         if not isinstance(run, list):
             continue  # a lone candidate is never a duplicate (nothing was accepted before it)
@@ -398,11 +398,34 @@ def _fold_runs(runs: Iterable[ReplayCandidate | list[ReplayCandidate]], window: 
             elif candidate.auth_code is None:
                 # In order, the accepted copy a later duplicate names is the latest one.
                 accepted_row = cast(int, candidate.ref)
-            if len(state.candidates) >= 64:
-                # In order: nothing received before this candidate is still to come.
-                state = expire(state, candidate.received_at, window)
     out.sort()
     return out
+
+
+#: Candidates a key's state may hold, stepped in receipt order, before it is expired at the
+#: newest one (:func:`step_in_order`): keeps a long run of one key linear.
+IN_ORDER_EXPIRE_AT = 64
+
+
+def step_in_order(state: ReplayKeyState, candidate: ReplayCandidate, window: float
+                  ) -> tuple[ReplayDecision, ReplayKeyState]:
+    """:func:`replay_step` for a key's candidates taken in receipt order (the batch fold,
+    the lake's replay store): nothing received before ``candidate`` is still to come, so
+    once the state holds :data:`IN_ORDER_EXPIRE_AT` candidates it is expired at this one's
+    receipt time (:func:`expire`), which changes no verdict.
+
+    Examples:
+        >>> state = EMPTY_STATE
+        >>> for at in range(100):
+        ...     decision, state = step_in_order(state, ReplayCandidate(float(at * 200), None),
+        ...                                     120)
+        >>> len(state.candidates) < IN_ORDER_EXPIRE_AT
+        True
+    """
+    decision, state = replay_step(state, candidate, window)
+    if len(state.candidates) >= IN_ORDER_EXPIRE_AT:
+        state = expire(state, candidate.received_at, window)
+    return decision, state
 
 
 def _add_to_run(runs: dict[Any, ReplayCandidate | list[ReplayCandidate]], key: Any,
