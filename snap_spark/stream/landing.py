@@ -60,6 +60,39 @@ class LandingChanges:
         return len(self.grown) + len(self.changed)
 
 
+#: A grown file whose last line is unfinished (no final newline) and that was modified less
+#: than this many seconds ago is looked at again later: its writer is most likely still
+#: appending, and landing half a line now would make the rest a new version of the file.
+SETTLE_SECONDS = 30.0
+
+
+def still_writing(path: str, now: float | None = None, settle: float = SETTLE_SECONDS
+                  ) -> bool:
+    """True when ``path`` ends in an unfinished line and was modified within ``settle``
+    seconds of ``now``.
+
+    Examples:
+        >>> import os, tempfile, time
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
+        >>> _ = open(path, "wb").write(b'{"a": 1}\\n{"b"')
+        >>> still_writing(path), still_writing(path, now=time.time() + 60)
+        (True, False)
+        >>> _ = open(path, "ab").write(b': 2}\\n')
+        >>> still_writing(path)
+        False
+    """
+    import time
+
+    stat = storage.file_stat(path)
+    if stat.size == 0 or path.lower().endswith(".gz"):
+        return False
+    with storage.open_range(path, stat.size - 1) as stream:
+        if stream.read(1) == b"\n":
+            return False
+    modified = (stat.mtime_ns or 0) / 1e9
+    return (time.time() if now is None else now) - modified < settle
+
+
 class LandingWatch:
     """Finds landing-folder files that grew or changed since the stream landed them, and
     lands them (:func:`snap_spark.pipeline.job.run`). Each file's size and modification
@@ -120,6 +153,9 @@ class LandingWatch:
                   for row in table_rows(storage.join(self.lake_dir, "ingested_files"))]
         present = [path for path in suspects if storage.exists(path)]
         for plan in plan_files(present, ledger):
+            if plan.action != "same" and still_writing(plan.source_file):
+                self._looked.pop(plan.source_file, None)  # looked at again next time
+                continue
             if plan.action == "grown":
                 changes.grown.append(plan.source_file)
             elif plan.action in ("changed", "new"):
