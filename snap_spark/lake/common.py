@@ -127,8 +127,9 @@ def check_txn(app_id: str, version: int) -> None:
 def check_batch(df: DataFrame) -> None:
     """Raise :class:`LakeError` for a streaming DataFrame (write it from ``foreachBatch``).
 
-    Examples:
-        >>> check_batch(spark.range(3))  # doctest: +SKIP
+    Example (with a session)::
+
+        check_batch(spark.range(3))   # a batch DataFrame passes
     """
     if df.isStreaming:
         raise LakeError(

@@ -235,10 +235,10 @@ def commit_files(
     create-if-absent (a hard link locally, ``If-None-Match: *`` on S3), so of two writers
     decided against one version exactly one commits.
 
-    Examples:
-        >>> commit_files("s3://bkt/lake/t", files, schema, ["day"], app_id="q", version=7,
-        ...              write_id="w")  # doctest: +SKIP
-        True
+    Example (with staged files)::
+
+        commit_files("s3://bkt/lake/t", files, schema, ["day"], app_id="q", version=7,
+                     write_id="w")   # True: committed by this call
     """
     from deltalake import Schema as DeltaSchema
     from deltalake.exceptions import CommitFailedError, DeltaError
