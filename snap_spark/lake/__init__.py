@@ -55,9 +55,9 @@ from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "check_held",
     "check_table_location",
     "commit_lease",
+    "commit_rows",
     "committed_info",
     "delete_data_files",
     "distinct_rows",
@@ -188,6 +189,46 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
             f"{path} is partitioned by {partitions}, not {list(partition_by)}; nothing was "
             "written")
     return True
+
+
+def commit_rows(
+    spark: SparkSession, lake: Lake, path: str, root: str, rows: Any, *,
+    schema: StructType, file_prefix: str, app_id: str, version: int,
+    commit_info: Mapping[str, Any] | None = None, keys: DataFrame | None = None,
+) -> bool:
+    """Write a few rows held on the driver (a ``pyarrow.RecordBatch`` of ``schema``) as
+    Parquet files under ``root`` (:meth:`Lake.data_root`) and commit them to the table at
+    ``path`` in one commit: appended, or with ``keys`` replacing the rows of those keys
+    (:meth:`Lake.replace_keys`). The files are deleted when the commit fails or the table
+    already holds the app transaction ``(app_id, version)``; returns whether it committed.
+
+    Example (with a session)::
+
+        commit_rows(spark, lake, "/lake/ingested_files", root, batch,
+                    schema=INGESTED_FILES, file_prefix="part-run1-f", app_id="run1",
+                    version=1)   # False when run1 committed already
+    """
+    writer = PartitionedFileWriter(root, to_arrow(schema), [], file_prefix=file_prefix)
+    try:
+        writer.write(rows)
+        files = writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    try:
+        if keys is None:
+            done = lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
+                                  app_id=app_id, version=version, commit_info=commit_info)
+        else:
+            done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
+                                     partition_by=[], app_id=app_id, version=version,
+                                     commit_info=commit_info)
+    except BaseException:
+        delete_data_files(root, files)
+        raise
+    if not done:
+        delete_data_files(root, files)
+    return done
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None

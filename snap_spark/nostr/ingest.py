@@ -396,7 +396,7 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
              info: Mapping[str, Any]) -> None:
     """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit; logs
     ``<table>: ...`` once it is done (or found nothing to do)."""
-    from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
+    from snap_spark.lake import commit_rows, to_arrow
     from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TABLES
@@ -406,26 +406,14 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
         return
     schema = TABLES[table]
     path = storage.join(lake_dir, table)
-    root = lake.data_root(path, staging)
-    arrow = to_arrow(schema)
-    writer = PartitionedFileWriter(root, arrow, [], file_prefix=file_prefix(ingest_id, table))
-    try:
-        writer.write(pa.RecordBatch.from_pylist(list(rows), schema=arrow))
-        files = writer.close()
-    except BaseException:
-        writer.discard()
-        raise
     keys = spark.createDataFrame(pa.table({key: pa.array(sorted({r[key] for r in rows}),
                                                          pa.string())}))
-    try:
-        done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
-                                 partition_by=[], app_id=batch_app_id([ingest_id, table]),
-                                 version=1, commit_info=dict(info))
-    except BaseException:
-        delete_data_files(root, files)
-        raise
+    done = commit_rows(
+        spark, lake, path, lake.data_root(path, staging),
+        pa.RecordBatch.from_pylist(list(rows), schema=to_arrow(schema)), schema=schema,
+        file_prefix=file_prefix(ingest_id, table), app_id=batch_app_id([ingest_id, table]),
+        version=1, commit_info=dict(info), keys=keys)
     if not done:
-        delete_data_files(root, files)
         log(f"{table}: {len(rows)} rows committed before, nothing written")
     else:
         log(f"{table}: +{len(rows)} rows committed")

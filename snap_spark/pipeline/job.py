@@ -896,26 +896,17 @@ def _commit_ledger(spark: SparkSession, lake: Lake, path: str, staging: str, ing
     """Append the run's ``ingested_files`` rows (a few, written on the driver)."""
     import pyarrow as pa
 
-    from snap_spark.lake import PartitionedFileWriter, delete_data_files, to_arrow
+    from snap_spark.lake import commit_rows, to_arrow
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import INGESTED_FILES
 
-    schema = to_arrow(INGESTED_FILES)
     when = dt.datetime.fromtimestamp(ingest_time_us / 1_000_000, tz=dt.UTC)
     batch = pa.RecordBatch.from_pylist(
         [{**dataclasses.asdict(piece), "ingest_id": ingest_id, "ingest_time": when}
-         for piece in pieces], schema=schema)
-    root = lake.data_root(path, staging)
-    writer = PartitionedFileWriter(root, schema, [], file_prefix=file_prefix(ingest_id, "f"))
-    try:
-        writer.write(batch)
-        files = writer.close()
-    except BaseException:
-        writer.discard()
-        raise
-    if not lake.add_files(spark, path, root, files, schema=INGESTED_FILES, partition_by=[],
-                          app_id=app_id, version=version, commit_info=info):
-        delete_data_files(root, files)
+         for piece in pieces], schema=to_arrow(INGESTED_FILES))
+    commit_rows(spark, lake, path, lake.data_root(path, staging), batch,
+                schema=INGESTED_FILES, file_prefix=file_prefix(ingest_id, "f"),
+                app_id=app_id, version=version, commit_info=info)
 
 
 def format_summary(result: JobResult) -> str:
