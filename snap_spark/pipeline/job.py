@@ -74,6 +74,16 @@ class JobResult:
     def valid(self) -> int:
         return self.counts.get(None, 0)
 
+    def add(self, other: JobResult) -> None:
+        """Count ``other``'s lines, rows written, rows re-decided and verdicts into these
+        (a stream sums its micro-batches, and what its landing watch landed)."""
+        self.lines_read += other.lines_read
+        self.raw_rows_written += other.raw_rows_written
+        self.message_rows_written += other.message_rows_written
+        self.rows_redecided += other.rows_redecided
+        for code, n in other.counts.items():
+            self.counts[code] = self.counts.get(code, 0) + n
+
     @property
     def rejected(self) -> int:
         return sum(n for code, n in self.counts.items() if code is not None)

@@ -607,21 +607,12 @@ class BatchCommitter:
         add_changes(result, changes, vanished)
         result.batches += 1
         result.batches_already_committed += outcome.already_committed
-        result.lines_read += outcome.lines_read
-        result.raw_rows_written += outcome.raw_rows_written
-        result.message_rows_written += outcome.message_rows_written
-        result.rows_redecided += outcome.rows_redecided
+        result.add(outcome)
         result.files_skipped += sum(1 for r in pieces if r["kind"] == "skipped")
         result.files_processed += sum(1 for r in pieces if r["kind"] == "piece")
         result.files_seen = result.files_processed + result.files_skipped
-        for code, n in outcome.counts.items():
-            result.counts[code] = result.counts.get(code, 0) + n
         if changes.result is not None:  # this batch's line also counts what they landed
-            outcome.lines_read += changes.result.lines_read
-            outcome.message_rows_written += changes.result.message_rows_written
-            outcome.rows_redecided += changes.result.rows_redecided
-            for code, n in changes.result.counts.items():
-                outcome.counts[code] = outcome.counts.get(code, 0) + n
+            outcome.add(changes.result)
         self.progress.record(batch_id, outcome, time.monotonic() - started,
                              [a["arrived"] for a in arrived], sum(self.state_keys.values()),
                              landing={"files_grown": len(changes.grown),
@@ -641,12 +632,7 @@ def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[st
     result.files_changed += len(changes.changed)
     result.files_vanished += len(vanished)
     if changes.result is not None:
-        result.lines_read += changes.result.lines_read
-        result.raw_rows_written += changes.result.raw_rows_written
-        result.message_rows_written += changes.result.message_rows_written
-        result.rows_redecided += changes.result.rows_redecided
-        for code, n in changes.result.counts.items():
-            result.counts[code] = result.counts.get(code, 0) + n
+        result.add(changes.result)
 
 
 def query_id(checkpoint: str) -> str:

@@ -102,14 +102,13 @@ class LandingWatch:
         self.landing, self.lake_dir, self.settings = landing, lake_dir, settings
         self._looked: dict[str, tuple[int, int | None]] = {}
 
-    def suspects(self) -> list[str]:
-        """Files of the landing folder the ledger holds whose size differs from what was
-        landed of them, or that were modified after they were landed."""
-        from snap_spark.lake import table_rows
+    def suspects(self, ledger: list[dict[str, Any]]) -> list[str]:
+        """Files of the landing folder the ledger rows ``ledger`` hold whose size differs
+        from what was landed of them, or that were modified after they were landed."""
         from snap_spark.lines import list_input_files
 
         latest: dict[str, dict[str, Any]] = {}
-        for row in table_rows(storage.join(self.lake_dir, "ingested_files")):
+        for row in ledger:
             known = latest.get(row["source_file"])
             if known is None or (row["end_byte"], row["ingest_time"]) > (
                     known["end_byte"], known["ingest_time"]):
@@ -146,13 +145,12 @@ class LandingWatch:
         from snap_spark.pipeline.job import run
 
         changes = LandingChanges()
-        suspects = self.suspects()
+        rows = table_rows(storage.join(self.lake_dir, "ingested_files"))
+        suspects = self.suspects(rows)
         if not suspects:
             return changes
-        ledger = [LandedPiece.from_row(row)
-                  for row in table_rows(storage.join(self.lake_dir, "ingested_files"))]
         present = [path for path in suspects if storage.exists(path)]
-        for plan in plan_files(present, ledger):
+        for plan in plan_files(present, [LandedPiece.from_row(row) for row in rows]):
             if plan.action != "same" and still_writing(plan.source_file):
                 self._looked.pop(plan.source_file, None)  # looked at again next time
                 continue

@@ -47,9 +47,7 @@ class BatchProgress:
         record times; unix seconds)."""
         now = time.time()
         latencies = sorted(max(0.0, now - at) for at in landed_at)
-        codes = {str(code): n for code, n in sorted(outcome.counts.items(),
-                                                     key=lambda kv: kv[0] or 0)
-                 if code is not None and n}
+        codes = rejected_codes(outcome.counts)
         with self._lock:
             self._batches[batch_id] = {
                 "batch_id": batch_id,
@@ -79,6 +77,17 @@ class BatchProgress:
     def pop(self, batch_id: int) -> dict[str, Any] | None:
         with self._lock:
             return self._batches.pop(batch_id, None)
+
+
+def rejected_codes(counts: dict[int | None, int]) -> dict[str, int]:
+    """The rejected lines of a batch per code, as the progress JSON gives them.
+
+    Examples:
+        >>> rejected_codes({None: 5, 2006: 2, 1003: 1, 2001: 0})
+        {'1003': 1, '2006': 2}
+    """
+    return {str(code): n for code, n in sorted(counts.items(), key=lambda kv: kv[0] or 0)
+            if code is not None and n}
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -182,9 +191,7 @@ class ProgressListener(StreamingQueryListener):
         if changes.result is None:
             return
         outcome = changes.result
-        codes = {str(code): n for code, n in sorted(outcome.counts.items(),
-                                                     key=lambda kv: kv[0] or 0)
-                 if code is not None and n}
+        codes = rejected_codes(outcome.counts)
         fields = {"batch_id": None, "landing_watch": when, "lines": outcome.lines_read,
                   "rows_in": outcome.lines_read, "valid": outcome.valid,
                   "rejected": outcome.rejected, "codes": codes,
