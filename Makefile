@@ -214,13 +214,13 @@ bench-cluster: setup
 # (CLUSTER_SHIP=py-files: a zip of snap_spark, dependencies pre-installed; archives: a
 # venv-pack'ed environment, built once with pip; both), the same sample on local[*], and
 # raw_messages and messages compared row for row. The cluster stops when the demo ends,
-# fails or is interrupted; the trap stops what a killed demo left (`... standalone stop`).
+# fails or is interrupted; the trap stops what a killed demo left (`... cluster stop`).
 CLUSTER_DIR ?= data/cluster-demo
 CLUSTER_SHIP ?= py-files
 CLUSTER_MESSAGES ?= 3000
 cluster-demo: setup
-	@trap '$(PY) -m snap_spark.standalone stop --workdir $(CLUSTER_DIR)' EXIT INT TERM; \
-	$(PY) -m snap_spark.standalone demo --workdir $(CLUSTER_DIR) --ship $(CLUSTER_SHIP) \
+	@trap '$(PY) -m snap_spark.cluster stop --workdir $(CLUSTER_DIR)' EXIT INT TERM; \
+	$(PY) -m snap_spark.cluster demo --workdir $(CLUSTER_DIR) --ship $(CLUSTER_SHIP) \
 		--messages $(CLUSTER_MESSAGES) --backend $(if $(filter delta-spark,$(LAKE_BACKEND)),delta-spark,delta-rs)
 
 clean:

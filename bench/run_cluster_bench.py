@@ -8,10 +8,10 @@ Measured in one run, on one generated corpus (default 60,000 lines, 10% attacks)
 3. cluster_1  -- the same on a standalone cluster with one worker of one core;
 4. cluster_2  -- the same with two workers of one core each.
 
-The cluster runs use :class:`snap_spark.standalone.StandaloneCluster` (a master and workers
-from the installed PySpark on 127.0.0.1) with the driver in this process, the executors'
-Python an environment that has the dependencies but not the project
-(:func:`snap_spark.standalone.deps_env`), and the project shipped as a zip
+The cluster runs use :class:`snap_spark.cluster.standalone.StandaloneCluster` (a master
+and workers from the installed PySpark on 127.0.0.1) with the driver in this process, the
+executors' Python an environment that has the dependencies but not the project
+(:func:`snap_spark.cluster.shipping.deps_env`), and the project shipped as a zip
 (``addPyFile``, what ``spark-submit --py-files`` does). Every Spark measurement runs the
 warm-up file first (executors registered, Python workers started), then ``--runs`` times;
 the fastest is kept and every timing recorded, with the load average around it (other work
@@ -63,8 +63,8 @@ def measure_cluster(corpus: Path, runs: int, workers: int, work: Path,
                     python: Path, shipped: Path) -> dict[str, Any]:
     """The job with this process as the driver of a standalone cluster of ``workers``
     one-core workers (started here, stopped whatever happens)."""
+    from snap_spark.cluster.standalone import StandaloneCluster
     from snap_spark.session import build_session
-    from snap_spark.standalone import StandaloneCluster
 
     with StandaloneCluster(work / f"cluster-{workers}", workers=workers) as cluster:
         previous = os.environ.get("PYSPARK_PYTHON")
@@ -99,7 +99,7 @@ def main() -> int:
                         help="timed runs per measurement, fastest kept (default 3)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results-cluster.json"))
     args = parser.parse_args()
-    from snap_spark.standalone import deps_env, package_zip
+    from snap_spark.cluster.shipping import deps_env, package_zip
 
     cores = os.cpu_count() or 1
     corpus = ROOT / "bench" / "out" / f"corpus-{args.messages}-{args.seed}.jsonl"
