@@ -1,7 +1,10 @@
 """The batch job and the commit path every landing job shares.
 
-- :mod:`snap_spark.pipeline.job`: ``jobs/verify_messages.py`` (``run``, ``reverify``) and
-  :func:`~snap_spark.pipeline.job.commit_landed`, the commit path of landed lines;
+- :mod:`snap_spark.pipeline.job`: ``jobs/verify_messages.py`` (``run``, ``reverify``);
+- :mod:`snap_spark.pipeline.commit`: the one commit path of landed lines
+  (:func:`~snap_spark.pipeline.commit.commit_pass` with a
+  :class:`~snap_spark.pipeline.commit.CommitPlan`), and what a pass did
+  (:class:`~snap_spark.pipeline.commit.JobResult`);
 - :mod:`snap_spark.pipeline.land` / :mod:`~snap_spark.pipeline.checked` /
   :mod:`~snap_spark.pipeline.read`: the landing pass (read, check, write);
 - :mod:`snap_spark.pipeline.ingest`: which bytes of which file a run lands (the ledger);

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from snap_spark import __version__, storage
-from snap_spark.pipeline.job import JobResult
+from snap_spark.pipeline.commit import JobResult
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -397,7 +397,7 @@ class StreamVerify(Job):
         return run_stream(spark, plan, parse_trigger(args.trigger))
 
     def summary(self, result: Any) -> str:
-        from snap_spark.pipeline.job import format_summary
+        from snap_spark.pipeline.commit import format_summary
 
         assert isinstance(result, StreamResult)
         again = (f" ({result.batches_already_committed} re-run after a restart, committed "
@@ -535,14 +535,13 @@ class BatchCommitter:
         return gone
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
-        from snap_spark.pipeline.ingest import LandedPiece
-        from snap_spark.pipeline.job import (
-            JobResult,
+        from snap_spark.pipeline.commit import (
+            CommitPlan,
             LandedPass,
-            candidate_frame,
-            commit_landed,
+            commit_pass,
             committed_figures,
         )
+        from snap_spark.pipeline.ingest import LandedPiece
         from snap_spark.pipeline.land import LANDED_SCHEMA
         from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
 
@@ -582,18 +581,17 @@ class BatchCommitter:
             ledger += [LandedPiece(source_file=path, file_key=vanished_key(path, batch_id),
                                    prefix_key=None, start_byte=0, end_byte=0, first_line=1,
                                    lines=0) for path in vanished]
-            commit_landed(
-                self.spark, self.lake, self.plan.lake_dir, landed, outcome,
-                candidates=candidate_frame(self.spark, landed),
-                raw_keys=keys, msg_keys=keys, ingest_id=self.spec.ingest_id,
+            commit_pass(self.spark, self.lake, landed, CommitPlan(
+                lake_dir=self.plan.lake_dir, ingest_id=self.spec.ingest_id,
                 ingest_time_us=self.spec.ingest_time_us, staging=self.staging,
-                raw_root=self.spec.raw_root, settings=self.settings,
+                settings=self.settings, raw_keys=keys, msg_keys=keys,
                 txn=lambda _table, _keys: (app_id, batch_id), info=info,
+                raw_root=self.spec.raw_root,
                 ledger=ledger if self.plan.landing else None, ledger_keys=keys,
                 started=started,
                 # rows the state could not decide exactly: their keys are folded again
                 also_keys=(self.spark.createDataFrame(inexact, "sender string, msg_id string")
-                           if inexact else None))
+                           if inexact else None)), outcome)
         finally:
             for location in landed.candidate_files:
                 with contextlib.suppress(OSError):

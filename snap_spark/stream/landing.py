@@ -43,7 +43,7 @@ __all__ = ["LandingChanges", "LandingWatch", "is_vanished_key", "spark_listed_fi
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from snap_spark.pipeline.job import JobResult
+    from snap_spark.pipeline.commit import JobResult
     from snap_spark.settings import VerifySettings
 
 @dataclass

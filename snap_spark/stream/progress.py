@@ -42,7 +42,7 @@ class BatchProgress:
     def record(self, batch_id: int, outcome: Any, seconds: float,
                landed_at: Sequence[float], state_keys: int | None = None,
                landing: dict[str, Any] | None = None) -> None:
-        """Note a committed batch: ``outcome`` a :class:`~snap_spark.pipeline.job.JobResult`,
+        """Note a committed batch: ``outcome`` a :class:`~snap_spark.pipeline.commit.JobResult`,
         ``landed_at`` when each input of the batch arrived (file modification times, Kafka
         record times; unix seconds)."""
         now = time.time()

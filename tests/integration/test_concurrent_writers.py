@@ -22,8 +22,9 @@ from urllib.parse import unquote
 import pytest
 
 from snap_spark import lake as lake_api
-from snap_spark.pipeline import job
-from snap_spark.pipeline.job import JobResult, run
+from snap_spark.pipeline import commit as commit_path
+from snap_spark.pipeline.commit import JobResult, format_summary
+from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import rebuild_tasks
 from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from tests.integration.test_replay_store import WIDE, _copy, _reference, _verdicts, archive
@@ -95,7 +96,7 @@ def test_a_replay_committed_between_read_and_commit_is_decided_again(
     second = tmp_path / "second.jsonl"
     second.write_bytes(_copy(100) + b"\n")
     lake = tmp_path / "lake"
-    hold = _hold_first_call(monkeypatch, job, "_write_messages")
+    hold = _hold_first_call(monkeypatch, commit_path, "_write_messages")
     with use_backend(spark, backend), held_writer(
             hold, lambda: run(spark, [str(first)], str(lake), WIDE)) as a:
         b = run(spark, [str(second)], str(lake), WIDE)
@@ -106,7 +107,7 @@ def test_a_replay_committed_between_read_and_commit_is_decided_again(
     assert _verdicts(lake) == reference
     assert a["result"].keys_redecided == 1
     assert a["result"].rows_redecided == 1  # B's row, in A's commit
-    assert "keys decided again at commit" in job.format_summary(a["result"])
+    assert "keys decided again at commit" in format_summary(a["result"])
 
 
 def test_an_unrelated_commit_meanwhile_decides_nothing_again(
@@ -122,16 +123,16 @@ def test_an_unrelated_commit_meanwhile_decides_nothing_again(
                                received_at=T0 + 10) + b"\n")
     lake = tmp_path / "lake"
     rewrites: list[int] = []
-    real_write = job._write_messages
+    real_write = commit_path._write_messages
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread().name == "writer-a":
             rewrites.append(1)
         return real_write(*args, **kwargs)
 
-    hold = _hold_first_call(monkeypatch, job, "_write_messages")
+    hold = _hold_first_call(monkeypatch, commit_path, "_write_messages")
     with held_writer(hold, lambda: run(spark, [str(first)], str(lake), WIDE)) as a:
-        monkeypatch.setattr(job, "_write_messages", counting)
+        monkeypatch.setattr(commit_path, "_write_messages", counting)
         run(spark, [str(other)], str(lake), WIDE)
     assert a["result"].keys_redecided == 0
     assert rewrites == []  # the held call was the only write of A's messages files

@@ -12,7 +12,7 @@ from deltalake import CommitProperties, write_deltalake
 
 from snap_spark.lake import committed_info
 from snap_spark.lake.common import write_marker
-from snap_spark.pipeline.job import read_figures, verdict_figures
+from snap_spark.pipeline.commit import read_figures, verdict_figures
 from snap_spark.stream.progress import format_line
 
 

@@ -1,0 +1,693 @@
+"""The commit path of a landing pass: what a pass landed, and how it reaches the lake.
+
+Every job that lands lines goes through :func:`commit_pass`: the batch job
+(:func:`snap_spark.pipeline.job.run`), the stream's micro-batches
+(:mod:`snap_spark.stream.job`), Nostr's stored messages (through the batch job), completing
+files from ``raw_messages`` and ``--reprocess`` (:func:`snap_spark.pipeline.job.reverify`).
+A pass is landed first (:func:`fold_pass` gathers what its tasks reported into a
+:class:`LandedPass`); then :func:`commit_pass`, with a :class:`CommitPlan` saying what to
+commit and under which app transactions:
+
+1. ``raw_messages``: the raw rows of the plan's ``raw_keys`` files;
+2. ``messages``: replay decided against the lake (the lake is the replay store:
+   :mod:`snap_spark.pipeline.replay_store`), the rows written with their final verdicts
+   and committed under the lake's commit lease, with the earlier rows that changes (or,
+   for ``--reprocess``, the whole table replaced);
+3. ``task_events`` and ``tasks``: the tasks the pass reports on, folded again;
+4. ``ingested_files``: the ledger rows, last, so a pass stopped before is landed again.
+
+Each commit carries an app transaction, so a pass run again commits nothing twice; what a
+failed or refused commit wrote is deleted. :class:`JobResult` is what the pass did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from snap_spark import storage
+from snap_spark.protocol.verdict import DUPLICATE
+from snap_spark.runner import log
+from snap_spark.settings import VerifySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from snap_spark.lake import Lake
+    from snap_spark.pipeline.ingest import LandedPiece
+
+#: The tables a landing run writes.
+LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
+
+
+@dataclass
+class JobResult:
+    """What a run did: per-table rows written and verdict counts of this run's lines."""
+
+    files_seen: int = 0
+    files_processed: int = 0
+    #: files whose bytes the lake already holds (or that repeat another file of the run)
+    files_skipped: int = 0
+    #: messages rows written for lines an earlier, stopped run landed in raw_messages only
+    completed_rows: int = 0
+    #: earlier rows of ``messages`` whose verdict this run changed (an earlier-received copy
+    #: of their message arrived late: docs/verdicts.md), in the same commit
+    rows_redecided: int = 0
+    #: tasks whose ``task_events``/``tasks`` rows this run folded again (None: not refreshed)
+    tasks_refreshed: int | None = None
+    #: message keys ``(from, id)`` decided again at commit because another writer had
+    #: committed copies of them since this run's replay lookup (docs/verdicts.md)
+    keys_redecided: int = 0
+    lines_read: int = 0
+    raw_rows_written: int = 0
+    message_rows_written: int = 0
+    counts: dict[int | None, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: the ``messages`` commit of these lines had been made already, by an earlier run of
+    #: the same pass that was stopped before it finished (a stream's micro-batch re-run
+    #: after a restart): ``counts``/``lines_read`` are the figures that commit recorded,
+    #: and nothing new was written
+    already_committed: bool = False
+
+    @property
+    def valid(self) -> int:
+        return self.counts.get(None, 0)
+
+    def add(self, other: JobResult) -> None:
+        """Count ``other``'s lines, rows written, rows re-decided and verdicts into these
+        (a stream sums its micro-batches, and what its landing watch landed)."""
+        self.lines_read += other.lines_read
+        self.raw_rows_written += other.raw_rows_written
+        self.message_rows_written += other.message_rows_written
+        self.rows_redecided += other.rows_redecided
+        for code, n in other.counts.items():
+            self.counts[code] = self.counts.get(code, 0) + n
+
+    @property
+    def rejected(self) -> int:
+        return sum(n for code, n in self.counts.items() if code is not None)
+
+
+def verdict_figures(lines: int, counts: Mapping[int | None, int], redecided: int
+                    ) -> dict[str, Any]:
+    """A pass's figures as its ``messages`` commit records them (JSON: codes as strings,
+    ``valid`` for accepted lines); :func:`read_figures` reads them back.
+
+    Examples:
+        >>> verdict_figures(3, {None: 2, 2006: 1}, 0)
+        {'lines': 3, 'counts': {'valid': 2, '2006': 1}, 'rows_redecided': 0}
+        >>> read_figures(verdict_figures(3, {None: 2, 2006: 1}, 0))
+        (3, {None: 2, 2006: 1}, 0)
+    """
+    return {"lines": lines,
+            "counts": {("valid" if code is None else str(code)): n
+                       for code, n in counts.items() if n},
+            "rows_redecided": redecided}
+
+
+def read_figures(figures: Mapping[str, Any]) -> tuple[int, dict[int | None, int], int]:
+    """``(lines, counts, rows_redecided)`` of :func:`verdict_figures`."""
+    counts = {(None if code == "valid" else int(code)): int(n)
+              for code, n in figures["counts"].items()}
+    return int(figures["lines"]), counts, int(figures.get("rows_redecided", 0))
+
+
+
+
+@dataclass
+class LandedPass:
+    """What the landing pass reported to the driver (see :mod:`snap_spark.pipeline.land`)."""
+
+    lines: dict[str, int] = field(default_factory=dict)  # per file key
+    counts: Counter[int | None] = field(default_factory=Counter)
+    bare: int = 0
+    raw_files: list[Any] = field(default_factory=list)  # DataFile
+    staged: list[tuple[str, str, str]] = field(default_factory=list)  # (file, key, info)
+    duplicates: dict[str, dict[int, str]] = field(default_factory=dict)
+    replays: int = 0
+    #: earliest receipt time among the run's replay candidates, and where they were kept
+    earliest: float | None = None
+    candidate_files: list[str] = field(default_factory=list)
+
+    def snapshot(self) -> tuple[dict[str, dict[int, str]], Counter[int | None], int]:
+        """The run's own verdicts, to go back to (:meth:`restore`) before deciding against
+        another version of the lake."""
+        return ({key: dict(lines) for key, lines in self.duplicates.items()},
+                Counter(self.counts), self.replays)
+
+    def restore(self, saved: tuple[dict[str, dict[int, str]], Counter[int | None], int]
+                ) -> None:
+        """Go back to verdicts :meth:`snapshot` saved."""
+        duplicates, counts, replays = saved
+        self.duplicates = {key: dict(lines) for key, lines in duplicates.items()}
+        self.counts = Counter(counts)
+        self.replays = replays
+
+    def apply_lake_decisions(self, redecided: list[dict[str, Any]]) -> None:
+        """Take the final verdicts of candidates whose key the lake holds
+        (:func:`snap_spark.pipeline.replay_store.decide_against_lake`) over the run's own."""
+        for row in redecided:
+            key, line_no, own = row["file_key"], row["line_no"], row["prior_code"]
+            if self.duplicates.get(key, {}).pop(line_no, None) is not None:
+                self.counts[DUPLICATE] -= 1
+                self.counts[own] += 1
+                self.replays -= 1
+            if row["code"] == DUPLICATE:
+                self.duplicates.setdefault(key, {})[line_no] = row["detail"]
+                self.counts[own] -= 1
+                self.counts[DUPLICATE] += 1
+                self.replays += 1
+
+    @classmethod
+    def from_rows(cls, rows: list[dict[str, Any]]) -> LandedPass:
+        from snap_spark.pipeline.land import data_file
+
+        landed = cls()
+        for row in rows:
+            kind = row["kind"]
+            if kind == "count":
+                key = row["file_key"]
+                landed.lines[key] = landed.lines.get(key, 0) + row["lines"]
+                if row["lines"]:
+                    landed.counts[row["code"]] += row["lines"]
+            elif kind == "bare":
+                landed.bare += row["lines"]
+            elif kind == "raw_file":
+                landed.raw_files.append(data_file(row["info"]))
+            elif kind == "staged":
+                landed.staged.append((row["source_file"], row["file_key"], row["info"]))
+            elif kind == "span":
+                at = row["received_at"]
+                landed.earliest = at if landed.earliest is None else min(landed.earliest, at)
+                landed.candidate_files.append(row["info"])
+            elif kind == "duplicate":
+                landed.duplicates.setdefault(row["file_key"], {})[row["line_no"]] = row["info"]
+                landed.counts[row["prior_code"]] -= 1
+                landed.counts[row["code"]] += 1
+                landed.replays += 1
+            else:
+                raise ValueError(f"unexpected landed row kind {kind!r}")
+        return landed
+
+
+
+def table_versions(lake_dir: str, tables: Sequence[str] = ("raw_messages", "messages")
+                   ) -> tuple[int, ...]:
+    """The latest versions of the lake's ``tables`` (-1 for an absent one): what a
+    ``--reprocess`` pass reads first and checks again before it replaces ``messages``
+    (:attr:`CommitPlan.replace_from`)."""
+    from snap_spark.lake import table_uri, table_version
+
+    return tuple(table_version(table_uri(storage.join(lake_dir, name))) for name in tables)
+
+
+def refuse_bare_lines() -> None:
+    """Stop a pass that met bare lines while no receipt clock was set.
+
+    Raises:
+        MissingReceiptTime: always, with the option that decides it.
+    """
+    from snap_spark.protocol.validate import MissingReceiptTime
+
+    raise MissingReceiptTime(
+        "input has bare message lines (no envelope received_at): choose their "
+        "receipt clock with --bare-clock now|message|<unix seconds>")
+
+
+
+def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = None
+              ) -> LandedPass:
+    """Run a landing pass: ``landed_df`` (rows of
+    :func:`~snap_spark.pipeline.land.landed_struct`, as the landing tasks report them) is
+    shuffled by ``(from, id)`` and its replays folded; what the tasks reported, gathered on
+    the driver. With ``candidates_dir`` the pass's replay candidates are kept there, for
+    :func:`commit_pass` to decide them against the lake."""
+    from snap_spark.pipeline.land import fold_landed, landed_struct
+
+    folded = (
+        landed_df.repartition("sender", "msg_id")
+        .sortWithinPartitions("received_at", "source_file", "line_no")
+        .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
+                    landed_struct())
+        .filter("kind <> 'candidate'")
+    )
+    return LandedPass.from_rows(folded.toArrow().to_pylist())
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    """What :func:`commit_pass` commits of a landed pass, and under which transactions.
+
+    Examples:
+        >>> plan = CommitPlan(lake_dir="data/lake", ingest_id="0f" * 16,
+        ...                   ingest_time_us=1_700_000_000_000_000,
+        ...                   staging="data/lake/_staging/0f", settings=VerifySettings(),
+        ...                   raw_keys=["k1"], msg_keys=["k1"],
+        ...                   txn=lambda table, keys: ("snap-spark-batch-x", 1))
+        >>> plan.replaces_messages
+        False
+    """
+
+    lake_dir: str
+    #: the pass's id (the rows' ``ingest_id``, its run marker, its files' names)
+    ingest_id: str
+    ingest_time_us: int
+    #: the pass's staging folder (``<lake>/_staging/<ingest id>``): the delta-spark
+    #: backend writes the data files there; deleted by the caller afterwards
+    staging: str
+    settings: VerifySettings
+    #: the files (by key) whose ``raw_messages`` rows the pass committs (none: no commit)
+    raw_keys: Collection[str]
+    #: the files whose ``messages`` rows it commits (none: no commit)
+    msg_keys: Collection[str]
+    #: the app transaction ``(app id, version)`` of a commit of ``table`` holding the
+    #: files ``keys``: a pass run again finds it committed and commits nothing twice
+    txn: Callable[[str, list[str]], tuple[str, int]]
+    #: what decided the verdicts (job, settings, version): kept in each commit's info
+    info: Mapping[str, Any] = field(default_factory=dict)
+    #: the ``raw_messages`` data folder the landing tasks wrote into (needed with
+    #: ``raw_keys``)
+    raw_root: str | None = None
+    #: ``ingested_files`` rows to commit last (``None``: no ledger commit), and the file
+    #: keys their app transaction names
+    ledger: Sequence[LandedPiece] | None = None
+    ledger_keys: Sequence[str] = ()
+    #: message keys ``(sender, msg_id)`` to decide against the lake as well, besides the
+    #: pass's candidates (the stream's rows its state could not decide exactly)
+    also_keys: DataFrame | None = None
+    #: a version of ``messages`` known to hold none of ``msg_keys``: if another writer
+    #: landed one of them since, nothing is committed
+    files_absent_at: int | None = None
+    #: ``--reprocess``: the versions of (``raw_messages``, ``messages``) the pass read
+    #: (:func:`table_versions`); ``messages`` is replaced in whole from it, and refused if
+    #: another writer committed since
+    replace_from: tuple[int, ...] | None = None
+    #: when the pass started (its progress lines give the seconds since)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def replaces_messages(self) -> bool:
+        return self.replace_from is not None
+
+
+def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: CommitPlan,
+                result: JobResult | None = None) -> JobResult:
+    """Commit what a landing pass wrote (the batch job's run, a stream's micro-batch,
+    files completed from ``raw_messages``, ``--reprocess``), in order: ``raw_messages``;
+    ``messages``, its replays decided against the lake first, with the earlier rows that
+    changes in the same commit; the task tables of the tasks touched; last the
+    ``ingested_files`` rows. Fills and returns ``result`` (a new one by default). On any
+    failure the data files not committed are deleted, and the error raised.
+
+    Raises:
+        MissingReceiptTime: the pass met bare lines while no receipt clock was set.
+        CommitContention: no commit lease in time, or another writer landed the same files
+            (or, for ``--reprocess``, committed anything) meanwhile.
+
+    Examples:
+        >>> landed = fold_pass(landed_df, settings.replay_window,
+        ...                    f"{staging}/candidates")  # doctest: +SKIP
+        >>> commit_pass(spark, get_lake(spark), landed, plan).lines_read  # doctest: +SKIP
+        1000
+    """
+    from snap_spark.lake import delete_data_files
+    from snap_spark.schemas.tables import RAW_MESSAGES
+
+    result = JobResult() if result is None else result
+    started = plan.started
+    lake_dir = plan.lake_dir
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
+    msg_root = lake.data_root(msg_path, plan.staging)
+    uncommitted: list[tuple[str, list[Any]]] = []
+    if plan.raw_root is not None:
+        uncommitted.append((plan.raw_root, landed.raw_files))
+    try:
+        result.lines_read = sum(landed.lines.values())
+        if landed.bare:
+            refuse_bare_lines()
+        result.counts = {code: n for code, n in landed.counts.items() if n}
+        if plan.raw_keys:
+            if plan.raw_root is None:
+                raise ValueError("a plan with raw_keys needs the raw_root its files are in")
+            app_id, version = plan.txn("raw_messages", sorted(plan.raw_keys))
+            if lake.add_files(spark, raw_path, plan.raw_root, landed.raw_files,
+                              schema=RAW_MESSAGES, partition_by=[], app_id=app_id,
+                              version=version, commit_info=dict(plan.info)):
+                result.raw_rows_written = sum(landed.lines.get(k, 0) for k in plan.raw_keys)
+            else:
+                delete_data_files(plan.raw_root, landed.raw_files)
+        uncommitted.clear()
+        if plan.raw_root is not None:
+            log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
+                f"[{time.monotonic() - started:.1f}s]")
+        if plan.replaces_messages:
+            result.tasks_refreshed = _replace_messages(spark, lake, landed, plan, result,
+                                                       msg_root, uncommitted)
+            return result
+        candidates = candidate_frame(spark, landed)
+        updates = None
+        if plan.msg_keys:
+            updates = _commit_messages(spark, lake, landed, plan, result,
+                                       candidates=candidates, msg_root=msg_root,
+                                       uncommitted=uncommitted)
+            uncommitted.clear()
+            result.counts = {code: n for code, n in landed.counts.items() if n}
+        log(f"stage 4/4 messages: +{result.message_rows_written} rows"
+            + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
+               else "") + f" [{time.monotonic() - started:.1f}s]")
+        # The tasks these lines report on (and those of rows re-decided) are folded again,
+        # before the ledger: a pass stopped in between refreshes them when run again.
+        if candidates is not None:
+            result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir,
+                                                          landed.candidate_files, updates)
+            log(f"tasks: {result.tasks_refreshed} refreshed "
+                f"[{time.monotonic() - started:.1f}s]")
+        if plan.ledger is not None:
+            app_id, version = plan.txn("ingested_files", sorted(plan.ledger_keys))
+            _commit_ledger(spark, lake, storage.join(lake_dir, "ingested_files"), plan,
+                           app_id=app_id, version=version)
+    except BaseException:
+        for root, data_files in uncommitted:
+            delete_data_files(root, data_files)
+        raise
+    return result
+
+
+def _replace_messages(spark: SparkSession, lake: Lake, landed: LandedPass, plan: CommitPlan,
+                      result: JobResult, msg_root: str,
+                      uncommitted: list[tuple[str, list[Any]]]) -> int:
+    """``--reprocess``: write every landed line's ``messages`` row and replace the table in
+    one commit, refused if another writer committed since the pass read the lake; every
+    task is folded again. Returns the tasks folded."""
+    from snap_spark.lake import CommitContention, commit_lease
+    from snap_spark.pipeline.ingest import batch_app_id
+    from snap_spark.pipeline.tasks import rebuild_tasks
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+
+    msg_path = storage.join(plan.lake_dir, "messages")
+    msg_files = _write_messages(spark, landed, msg_root, plan.ingest_id)
+    uncommitted.append((msg_root, msg_files))
+    with commit_lease(plan.lake_dir, "reprocess"):
+        # The whole table is replaced from what raw_messages held when it was read: a
+        # commit by another writer since would be lost or repeated.
+        if table_versions(plan.lake_dir) != plan.replace_from:
+            raise CommitContention(
+                f"another writer committed to {plan.lake_dir} while --reprocess verified "
+                "it; nothing was replaced: run --reprocess again")
+        committed = lake.replace_files(
+            spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+            partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([plan.ingest_id]),
+            version=1, commit_info=dict(plan.info))
+    uncommitted.clear()
+    if committed:
+        result.message_rows_written = result.lines_read
+    # every verdict may have changed: fold every task again
+    return rebuild_tasks(spark, plan.lake_dir).tasks
+
+
+#: Times a writer decides again and retries when commits of writers that bypass the commit
+#: lease keep taking the version its decision was taken against.
+MAX_DECIDE_ATTEMPTS = 5
+
+
+def _commit_messages(
+    spark: SparkSession, lake: Lake, landed: LandedPass, plan: CommitPlan, result: JobResult,
+    *, candidates: DataFrame | None, msg_root: str, uncommitted: list[tuple[str, list[Any]]],
+) -> Any:
+    """Decide the pass's replays against ``messages`` and commit its rows, serializably
+    with other writers of the lake; returns the updates of earlier rows it committed.
+
+    1. The replay lookup reads one version ``v`` of ``messages`` (no lease held) and the
+       ``messages`` files are written with those verdicts.
+    2. Under the lake's commit lease (:func:`snap_spark.lake.commit_lease`): when
+       ``messages`` moved past ``v``, the rows other writers committed since are read;
+       if any is a replay candidate of one of this pass's keys in the window, or one of its
+       files, the pass decides again against the new version and rewrites its
+       ``messages`` files (``result.keys_redecided``). Then the commit, which names the
+       version decided against (:class:`~snap_spark.lake.VersionConflict` if another
+       commit took its place: decided again, up to :data:`MAX_DECIDE_ATTEMPTS` times).
+
+    ``files_absent_at`` is a version of ``messages`` the caller found without any of
+    ``msg_keys``: if another writer landed one of those files since, nothing is committed.
+
+    Raises:
+        CommitContention: no lease in time, or other writers landed the same files.
+    """
+    from snap_spark.lake import (
+        CommitContention,
+        VersionConflict,
+        check_held,
+        commit_lease,
+        delete_data_files,
+        table_uri,
+        table_version,
+    )
+    from snap_spark.pipeline.replay_store import keys_landed_since
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+
+    lake_dir, settings, also_keys = plan.lake_dir, plan.settings, plan.also_keys
+    msg_keys, files_absent_at = plan.msg_keys, plan.files_absent_at
+    ingest_id, info = plan.ingest_id, plan.info
+    msg_path = storage.join(lake_dir, "messages")
+    deciding = candidates is not None and landed.earliest is not None
+    saved = landed.snapshot()
+    read_version = table_version(table_uri(msg_path))
+    updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
+                                   also_keys, version=read_version)
+    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+    uncommitted.append((msg_root, msg_files))
+    run_keys: set[tuple[str, str]] | None = None
+    app_id, version = plan.txn("messages", sorted(msg_keys))
+    for _attempt in range(MAX_DECIDE_ATTEMPTS):
+        with commit_lease(lake_dir, "messages") as held:
+            since = (landed.earliest - settings.replay_window
+                     if landed.earliest is not None else 0.0)
+            landed_since = keys_landed_since(msg_path, read_version, since)
+            if files_absent_at is not None and landed_since.version != files_absent_at:
+                same = (keys_landed_since(msg_path, files_absent_at, since).file_keys
+                        & set(msg_keys))
+                done = lake.txn_version(msg_path, app_id)
+                if same and (done is None or done < version):
+                    raise CommitContention(
+                        f"another writer landed {len(same)} of the same input files into "
+                        f"{msg_path} meanwhile; nothing more of this run was committed: "
+                        "run it again")
+            if landed_since.version != read_version:
+                if run_keys is None and deciding:
+                    run_keys = _run_keys(landed, also_keys)
+                clash = landed_since.keys & run_keys if run_keys else frozenset()
+                if clash:
+                    log(f"replay store: another writer committed {len(clash)} of this run's "
+                        f"message id(s) since version {read_version}: deciding again against "
+                        f"version {landed_since.version}")
+                    result.keys_redecided += len(clash)
+                    landed.restore(saved)
+                    updates = _decide_against_lake(spark, lake, msg_path, landed, settings,
+                                                   candidates, also_keys,
+                                                   version=landed_since.version)
+                    delete_data_files(msg_root, msg_files)
+                    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
+                    uncommitted[-1] = (msg_root, msg_files)
+                read_version = landed_since.version
+            check_held(held)
+            rows = sum(landed.lines.get(k, 0) for k in msg_keys)
+            redecided = len(updates) if updates is not None else 0
+            try:
+                committed = lake.add_files(
+                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
+                    partition_by=list(MESSAGES_PARTITION), app_id=app_id, version=version,
+                    # the version of messages the replay verdicts were decided against,
+                    # and the figures of the lines committed (read back by a re-run)
+                    commit_info={**info, "replay_read_version": read_version,
+                                 "figures": verdict_figures(
+                                     rows, {c: n for c, n in landed.counts.items() if n},
+                                     redecided)},
+                    updates=updates, read_version=read_version if deciding else None)
+            except VersionConflict as conflict:
+                log(f"replay store: {conflict}; deciding again")
+                continue
+        if committed:
+            result.message_rows_written = rows
+            result.rows_redecided = redecided
+        else:
+            delete_data_files(msg_root, msg_files)
+            committed_figures(msg_path, app_id, version, result)
+            landed.counts.clear()
+            landed.counts.update(result.counts)
+            return None
+        return updates
+    raise CommitContention(
+        f"other writers committed to {msg_path} before this run could, {MAX_DECIDE_ATTEMPTS} "
+        "times in a row; nothing more of this run was committed: run it again")
+
+
+def committed_figures(msg_path: str, app_id: str, version: int, result: JobResult) -> bool:
+    """For a pass whose ``messages`` commit ``(app_id, version)`` was made already (by a
+    run stopped before it finished): set ``result`` to the figures that commit recorded,
+    mark it ``already_committed``, and say so in one line. A re-run must not report the
+    verdicts it just decided: they met the pass's own committed rows as earlier copies.
+    Returns whether the commit recorded figures (commits of older versions did not: then
+    ``result`` reports no lines)."""
+    from snap_spark.lake import committed_info
+
+    info = committed_info(msg_path, app_id, version) or {}
+    figures = info.get("figures")
+    lines, counts, redecided = read_figures(figures) if figures else (0, {}, 0)
+    result.already_committed = True
+    result.lines_read = lines
+    result.counts = counts
+    result.rows_redecided = redecided
+    log(f"messages: this pass was committed already (app transaction {app_id} "
+        f"{version}, by a run stopped before it finished): nothing new written; "
+        + (f"its committed figures: {lines} lines" if figures
+           else "that commit recorded no figures"))
+    return figures is not None
+
+
+def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
+    """The keys ``(sender, msg_id)`` of the pass's replay candidates (read on the driver
+    from its candidate files), and those of ``also_keys``."""
+    import pyarrow.parquet as pq
+
+    keys: set[tuple[str, str]] = set()
+    for location in landed.candidate_files:
+        filesystem, path = storage.resolve(location)
+        table = pq.read_table(path, columns=["sender", "msg_id"], filesystem=filesystem)
+        keys.update(zip(table.column("sender").to_pylist(), table.column("msg_id").to_pylist(),
+                        strict=True))
+    if also_keys is not None:
+        keys.update((row[0], row[1]) for row in also_keys.select("sender", "msg_id").collect())
+    return keys
+
+
+def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
+    """The pass's replay candidates (kept by :func:`fold_pass`) as a DataFrame, or ``None``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from snap_spark.lake import read_data_files
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+
+    if not landed.candidate_files:
+        return None
+    return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
+
+
+def refresh_landed_tasks(spark: SparkSession, lake: Lake, lake_dir: str, candidate_files: list[str],
+                         updates: Any = None) -> int:
+    """Fold again, in ``task_events`` and ``tasks``, every task a landing pass's replay
+    candidates (``candidate_files``, :func:`~snap_spark.pipeline.land.write_candidates`;
+    they include every valid report, each with the ``task_id`` it reports on) name, and
+    every task of a row ``updates`` changed (a re-decided report may now count, or no
+    longer); returns how many tasks were folded.
+    """
+    from pyspark.sql import functions as F
+
+    from snap_spark.pipeline.land import candidate_task_ids
+    from snap_spark.pipeline.tasks import refresh_tasks
+
+    msg_path = storage.join(lake_dir, "messages")
+    if not lake.exists(msg_path):
+        return 0
+    # The ids are read on the driver (as many as tasks the pass reports on): a local
+    # relation Spark broadcasts, instead of two more stages over the candidates.
+    import pyarrow as pa
+
+    ids = spark.createDataFrame(pa.table({"task_id": candidate_task_ids(candidate_files)}))
+    if updates is not None and len(updates):
+        # rows of earlier runs: their task is only known to messages
+        changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
+        ids = ids.unionByName(
+            lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
+            .join(changed, ["file_key", "line_no"], "left_semi").select("task_id"))
+    return refresh_tasks(spark, lake_dir, ids).tasks
+
+
+def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,
+                         settings: VerifySettings, candidates: Any, also_keys: Any = None,
+                         version: int | None = None) -> Any:
+    """Decide the run's candidates against the copies ``messages`` already holds (the lake
+    is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
+    ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
+    verdict changes (``None`` when none do)."""
+    from snap_spark.lake import RowUpdates
+    from snap_spark.pipeline.replay_store import UPDATE_KEYS, decide_against_lake
+
+    if landed.earliest is None or candidates is None:
+        return None
+    decided = decide_against_lake(spark, lake, msg_path, candidates,
+                                  since=landed.earliest - settings.replay_window,
+                                  window=settings.replay_window, also_keys=also_keys,
+                                  version=version)
+    if decided.keys:
+        log(f"replay store: {decided.keys} message id(s) also in the lake; "
+            f"{decided.changes.num_rows} earlier row(s) change verdict")
+    landed.apply_lake_decisions(decided.redecided)
+    return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
+
+
+def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, ingest_id: str
+                    ) -> list[Any]:
+    """Write the ``messages`` files of staged rows, with the 2006 verdicts applied."""
+    from snap_spark.pipeline.land import data_file, landed_struct, write_messages
+
+    if not landed.staged:
+        return []
+    staged = spark.createDataFrame(landed.staged,
+                                   "source_file string, file_key string, info string")
+    written = staged.mapInArrow(
+        functools.partial(write_messages, msg_root, landed.duplicates, ingest_id),
+        landed_struct()).toArrow().to_pylist()
+    return [data_file(row["info"]) for row in written]
+
+
+def _commit_ledger(spark: SparkSession, lake: Lake, path: str, plan: CommitPlan, *,
+                   app_id: str, version: int) -> None:
+    """Append the run's ``ingested_files`` rows (a few, written on the driver)."""
+    import pyarrow as pa
+
+    from snap_spark.lake import commit_rows, to_arrow
+    from snap_spark.pipeline.runs import file_prefix
+    from snap_spark.schemas.tables import INGESTED_FILES
+
+    when = dt.datetime.fromtimestamp(plan.ingest_time_us / 1_000_000, tz=dt.UTC)
+    batch = pa.RecordBatch.from_pylist(
+        [{**dataclasses.asdict(piece), "ingest_id": plan.ingest_id, "ingest_time": when}
+         for piece in plan.ledger or ()], schema=to_arrow(INGESTED_FILES))
+    commit_rows(spark, lake, path, lake.data_root(path, plan.staging), batch,
+                schema=INGESTED_FILES, file_prefix=file_prefix(plan.ingest_id, "f"),
+                app_id=app_id, version=version, commit_info=dict(plan.info))
+
+
+def format_summary(result: JobResult) -> str:
+    """The end-of-run balance: valid + rejected = lines read, and counts per code."""
+    from snap_spark.protocol.checker import format_balance
+
+    rate = result.lines_read / result.seconds if result.seconds else 0.0
+    balance = format_balance(result.lines_read, result.counts)
+    return "\n".join([
+        *(["already committed by an earlier run that was stopped before it finished: "
+           "nothing new written; the figures are those it committed"]
+          if result.already_committed else []),
+        f"files: {result.files_seen} seen, {result.files_processed} processed, "
+        f"{result.files_skipped} already landed",
+        balance[0],
+        f"rows written: raw_messages +{result.raw_rows_written}, "
+        f"messages +{result.message_rows_written}   ({result.seconds:.1f}s, {rate:,.0f} lines/s)",
+        *balance[1:],
+        *([f"completed from raw_messages: messages +{result.completed_rows}"]
+          if result.completed_rows else []),
+        *([f"earlier messages rows re-decided (late, earlier-received copies): "
+           f"{result.rows_redecided}"] if result.rows_redecided else []),
+        *([f"tasks refreshed: {result.tasks_refreshed} (task_events and tasks)"]
+          if result.tasks_refreshed is not None else []),
+        *([f"message keys decided again at commit (another writer committed copies of "
+           f"them meanwhile): {result.keys_redecided}"] if result.keys_redecided else []),
+    ])
+
