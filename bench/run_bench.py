@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def make_corpus(path: Path, messages: int, seed: int) -> None:
-    from snap_spark.sample import SampleConfig, write_sample
+    from snap_spark.samples.messages import SampleConfig, write_sample
 
     if path.exists():
         return

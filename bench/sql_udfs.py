@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from snap_spark.pipeline.transforms import check
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.session import build_session
 from snap_spark.settings import VerifySettings
 from snap_spark.udfs.sql import register_udfs

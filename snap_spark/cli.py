@@ -185,7 +185,7 @@ def _add_sample(sub: Any) -> None:
     p.add_argument("--nostr", default=None, metavar="STEM",
                    help="write labelled Nostr traffic instead: STEM.events.jsonl, "
                         "STEM.labels.jsonl, STEM.keyring (mode 0600), STEM.well-known/ and "
-                        "STEM.well-known-labels.jsonl (see snap_spark/sample_nostr.py)")
+                        "STEM.well-known-labels.jsonl (see snap_spark/samples/nostr)")
     p.add_argument("--cards", type=int, default=None,
                    help="with --nostr: kind-31337 agent-card events (default 60)")
     p.add_argument("--well-known", type=int, default=None,
@@ -193,7 +193,12 @@ def _add_sample(sub: Any) -> None:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from snap_spark.sample import HONEST_KINDS, SampleConfig, expected_tasks_path, write_sample
+    from snap_spark.samples.messages import (
+        HONEST_KINDS,
+        SampleConfig,
+        expected_tasks_path,
+        write_sample,
+    )
 
     if args.nostr is not None:
         return _sample_nostr(args)
@@ -227,8 +232,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _sample_nostr(args: argparse.Namespace) -> int:
-    """``snap-spark sample --nostr STEM``: the Nostr generator (``snap_spark.sample_nostr``)."""
-    from snap_spark.sample_nostr import NostrSampleConfig, summary, write_nostr_sample
+    """``snap-spark sample --nostr STEM``: the Nostr generator (``snap_spark.samples.nostr``)."""
+    from snap_spark.samples.nostr import NostrSampleConfig, summary, write_nostr_sample
 
     if args.out is not None or args.labels is not None or args.tasks:
         print("snap-spark sample: --out, --labels and --tasks do not go with --nostr "

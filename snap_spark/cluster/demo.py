@@ -126,7 +126,7 @@ def run_demo(config: DemoConfig) -> DemoReport:
         report = run_demo(DemoConfig(Path("data/cluster-demo")))
         report.ok, report.tables["py-files"]["messages"]    # (True, 'equal (3000 rows)')
     """
-    from snap_spark.sample import SampleConfig, write_sample
+    from snap_spark.samples.messages import SampleConfig, write_sample
 
     work = config.workdir.resolve()
     for how in config.ship:

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from snap_spark.maven_jars import DELTA
 from snap_spark.pipeline.job import run
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,7 +15,7 @@ import pytest
 from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate, write_sample
+from snap_spark.samples.messages import SampleConfig, generate, write_sample
 from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 

@@ -11,7 +11,7 @@ import pytest
 
 from snap_spark.cli import main as cli_main
 from snap_spark.pipeline.job import run
-from snap_spark.sample import SampleConfig, write_sample
+from snap_spark.samples.messages import SampleConfig, write_sample
 from tests.jobs import kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 

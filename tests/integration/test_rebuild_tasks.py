@@ -16,7 +16,7 @@ from snap_spark.pipeline.tasks import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.tasks import TaskReport, fold_task, task_fields
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -12,7 +12,7 @@ import pytest
 from deltalake import write_deltalake
 
 from snap_spark.pipeline.job import main
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from snap_spark.pipeline.tasks import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from tests.integration.test_task_refresh import check_expectation, table_content
 from tests.lake.helpers import delta_rows, use_backend

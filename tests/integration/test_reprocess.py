@@ -13,7 +13,7 @@ from snap_spark.pipeline.job import main, reverify, run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 

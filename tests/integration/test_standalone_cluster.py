@@ -27,7 +27,7 @@ from snap_spark.cluster.compare import Submitted, compare_lakes, submit
 from snap_spark.cluster.shipping import deps_env, package_zip
 from snap_spark.cluster.standalone import StandaloneCluster, group_members
 from snap_spark.pipeline.job import format_summary, run
-from snap_spark.sample import SampleConfig, write_sample
+from snap_spark.samples.messages import SampleConfig, write_sample
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

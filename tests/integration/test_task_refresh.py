@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from snap_spark.lake import get_lake
 from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import landed_task_ids, rebuild_tasks, refresh_tasks
-from snap_spark.sample import (
+from snap_spark.samples.messages import (
     Label,
     SampleConfig,
     expected_tasks_path,

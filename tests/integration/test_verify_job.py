@@ -19,7 +19,7 @@ from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from tests.lake.helpers import delta_rows
 from tests.unit.helpers import T0, envelope, message, signed

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from snap_spark.pipeline.job import run
-from snap_spark.sample import SampleConfig, write_sample
+from snap_spark.samples.messages import SampleConfig, write_sample
 from snap_spark.views import lake_tables, read_table, register_views
 
 pytestmark = [pytest.mark.spark]

@@ -25,7 +25,7 @@ from snap_spark.nostr.stored import Keyring
 from snap_spark.protocol.keys import internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import sign_event
 from snap_spark.protocol.validate import MissingReceiptTime
-from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from snap_spark.settings import VerifySettings
 from tests.lake.helpers import delta_rows, use_backend
 from tests.nostr.conftest import PRIV_A, PRIV_B, card_event

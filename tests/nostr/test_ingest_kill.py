@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from tests.hold import HOLDING
 from tests.jobs import finish, kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows

@@ -28,8 +28,8 @@ def full_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     from snap_spark.nostr.ingest import ingest
     from snap_spark.nostr.stored import Keyring
     from snap_spark.pipeline.job import run
-    from snap_spark.sample import SampleConfig, write_sample
-    from snap_spark.sample_nostr import NostrSampleConfig, output_paths, write_nostr_sample
+    from snap_spark.samples.messages import SampleConfig, write_sample
+    from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 
     root = tmp_path_factory.mktemp("full-lake")
     traffic = root / "traffic.jsonl"

@@ -237,7 +237,7 @@ def test_table_versions_thresholds_and_clean_reverification(
         assert (out / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the agents' private keys (plain and taproot-tweaked) appear nowhere in the report
     from snap_spark.protocol.keys import tweak_private_key
-    from snap_spark.sample import SampleConfig, sample_agents
+    from snap_spark.samples.messages import SampleConfig, sample_agents
 
     secrets = [k.hex() for a in sample_agents(SampleConfig(agents=AGENTS, seed=SEED))
                for k in (a.private_key, tweak_private_key(a.private_key))]

@@ -262,8 +262,8 @@ def test_the_cron_line_reaches_the_alert_branch_only_when_a_limit_is_crossed(
             assert "clean: no threshold crossed" in done.stdout
     # no private key of the sample's agents or of the Nostr keyring in what the runs said
     from snap_spark.protocol.keys import tweak_private_key
-    from snap_spark.sample import SampleConfig, sample_agents
-    from snap_spark.sample_nostr import output_paths, read_keyring
+    from snap_spark.samples.messages import SampleConfig, sample_agents
+    from snap_spark.samples.nostr import output_paths, read_keyring
 
     secrets = [k.hex() for a in sample_agents(SampleConfig(agents=AGENTS, seed=SEED))
                for k in (a.private_key, tweak_private_key(a.private_key))]

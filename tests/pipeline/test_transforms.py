@@ -12,7 +12,7 @@ from snap_spark.pipeline.transforms import check, read_messages, resolve_replay
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.schemas.tables import MESSAGES
 from snap_spark.settings import SettingsError, VerifySettings
 

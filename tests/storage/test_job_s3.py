@@ -14,7 +14,7 @@ from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from tests.s3server import S3Server
 from tests.storage.conftest import BUCKET
 

@@ -16,7 +16,7 @@ import pytest
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
 from tests.integration.test_task_refresh import check_expectation

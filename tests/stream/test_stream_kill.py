@@ -27,7 +27,7 @@ import pytest
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.stream.job import kafka_source_file
 from tests.hold import HOLDING
 from tests.jobs import finish, kill_when, start_job

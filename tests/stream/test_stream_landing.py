@@ -23,7 +23,7 @@ from snap_spark.audit.job import audit
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, StreamResult, run_stream
 from snap_spark.stream.landing import is_vanished_key

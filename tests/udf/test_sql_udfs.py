@@ -28,7 +28,7 @@ from snap_spark.protocol.errors import ERROR_NAMES, IdentityInvalid
 from snap_spark.protocol.keys import decode_p2tr, encode_p2tr, xonly_key
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock, check_record
-from snap_spark.sample import ATTACK_KINDS, SampleConfig, generate
+from snap_spark.samples.messages import ATTACK_KINDS, SampleConfig, generate
 from snap_spark.udfs import sql as sql_udfs
 from tests.conftest import load_vector
 from tests.unit.helpers import ADDR_A, ADDR_C_TEST, T0, envelope, message, signed

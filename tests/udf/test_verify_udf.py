@@ -5,7 +5,7 @@ from __future__ import annotations
 from snap_spark.pipeline.checked import RowMeta, check_lines, message_rows, raw_rows
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.validate import ReceiptClock, check_record
-from snap_spark.sample import SampleConfig, generate
+from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.udfs.verify import check_columns
 

@@ -16,7 +16,8 @@ import snap_spark.protocol
 def test_protocol_imports_no_spark() -> None:
     modules = [f"snap_spark.protocol.{m.name}" for m in pkgutil.iter_modules(
         snap_spark.protocol.__path__)]
-    modules += ["snap_spark.lines", "snap_spark.sample", "snap_spark.cli"]
+    modules += ["snap_spark.lines", "snap_spark.samples.messages", "snap_spark.samples.nostr",
+                "snap_spark.cli"]
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

@@ -45,8 +45,8 @@ from snap_spark.protocol.jsonparse import loads
 from snap_spark.protocol.records import MAX_EXACT_SIZE_ABOVE
 from snap_spark.protocol.signing import message_digest, sign_digest, sign_message
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample import SampleConfig, generate
-from snap_spark.sample_nostr import NostrSampleConfig, generate_nostr
+from snap_spark.samples.messages import SampleConfig, generate
+from snap_spark.samples.nostr import NostrSampleConfig, generate_nostr
 from snap_spark.udfs import verify
 from snap_spark.udfs.verify import (
     VERDICT_COLUMNS,

@@ -22,19 +22,19 @@ from snap_spark.lines import list_input_files
 from snap_spark.protocol.errors import IdentityInvalid
 from snap_spark.protocol.keys import decode_p2tr, tweak_private_key
 from snap_spark.protocol.signing import verify_message
-from snap_spark.sample import (
+from snap_spark.samples.messages import (
     ATTACK_KINDS,
     HONEST_KINDS,
     KIND_CODES,
     Label,
     SampleConfig,
-    _Signer,
     expected_tasks_path,
     generate,
     read_expected_tasks,
     sample_agents,
     write_sample,
 )
+from snap_spark.samples.messages.agents import Signer
 
 LABELLED = SampleConfig(
     agents=12, messages=20_000, seed=11, attack_share=0.2, bare_share=0.05, testnet_share=0.25
@@ -433,7 +433,7 @@ def test_fast_signer_agrees_with_the_protocol_core() -> None:
     from coincurve import PrivateKey
 
     expected = PrivateKey(tweak_private_key(key)).sign_schnorr(digest, aux).hex()
-    assert _Signer(tweak_private_key(key)).sign(digest, aux) == expected
+    assert Signer(tweak_private_key(key)).sign(digest, aux) == expected
 
 
 def test_write_sample_plain_and_gzip(tmp_path: Path) -> None:

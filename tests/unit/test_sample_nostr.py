@@ -29,13 +29,11 @@ from snap_spark.protocol.keys import decode_p2tr, internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import card_sort_key, check_card_event, check_event
 from snap_spark.protocol.signing import verify_message
 from snap_spark.protocol.validate import ReceiptClock
-from snap_spark.sample_nostr import (
-    _GARBAGE,
+from snap_spark.samples.nostr import (
     EVENT_LABELS,
     WELL_KNOWN_LABELS,
     NostrSample,
     NostrSampleConfig,
-    _Generator,
     generate_nostr,
     nip44_conversation_key,
     nip44_encrypt,
@@ -44,6 +42,8 @@ from snap_spark.sample_nostr import (
     read_keyring,
     write_nostr_sample,
 )
+from snap_spark.samples.nostr.tables import GARBAGE
+from snap_spark.samples.nostr.workbench import Workbench
 
 CONFIG = NostrSampleConfig(seed=11)
 SMALL = NostrSampleConfig(agents=5, cards=10, messages=40, well_known=8, seed=2)
@@ -61,8 +61,8 @@ def sample(written: tuple[NostrSample, str]) -> NostrSample:
 
 
 def all_private_keys(config: NostrSampleConfig) -> list[bytes]:
-    generator = _Generator(config)
-    return [key.private_key for key in (*generator.agents, *generator.strangers)]
+    bench = Workbench(config)
+    return [key.private_key for key in (*bench.agents, *bench.strangers)]
 
 
 # ----------------------------------------------------------------------------- reference
@@ -238,7 +238,7 @@ def test_label_counts_cover_the_vocabulary(sample: NostrSample) -> None:
                                                                  "garbage"}
     garbage = {lab.scenario.split("/", 1)[1] for lab in sample.labels
                if lab.scenario.startswith("garbage/")}
-    assert garbage == set(_GARBAGE)
+    assert garbage == set(GARBAGE)
     assert sum(counts.values()) == len(sample.lines)
     whys = [lab.why for lab in sample.labels if lab.expected == "superseded"]
     assert any(why.startswith("same created_at") for why in whys)  # the lower-id tie rule

@@ -17,7 +17,7 @@ from snap_spark.nostr.stored import (
     check_stored_event,
 )
 from snap_spark.protocol.keys import internal_pubkey
-from snap_spark.sample_nostr import NostrSampleConfig, generate_nostr, write_nostr_sample
+from snap_spark.samples.nostr import NostrSampleConfig, generate_nostr, write_nostr_sample
 
 #: labels the event-level rules decide alone (the rest need the message pipeline or the
 #: other copies of an event)
