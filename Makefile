@@ -198,7 +198,7 @@ check-sample: setup $(SAMPLE)
 	$(VENV)/bin/snap-spark check $(SAMPLE) --summary-only
 
 lint: setup
-	$(VENV)/bin/ruff check snap_spark jobs tests bench native/build.py
+	$(VENV)/bin/ruff check snap_spark jobs tests bench native/build.py conftest.py
 	$(VENV)/bin/mypy
 
 bench: setup

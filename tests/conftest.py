@@ -1,4 +1,5 @@
-"""Shared fixtures: vector files, and one session-scoped local SparkSession for Spark tests."""
+"""Shared fixtures: the spec vector files (the SparkSession, ``spark``, is in the root
+``conftest.py``, which the docstring examples share)."""
 
 from __future__ import annotations
 
@@ -37,31 +38,3 @@ def jcs_vectors() -> Any:
 @pytest.fixture(scope="session")
 def signature_vectors() -> Any:
     return load_vector("schnorr-signatures.json")
-
-
-@pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
-    """One local[2] SparkSession for the whole run (delta's python tests do the same).
-
-    It loads Delta Lake from the JARs ``make setup`` cached, so the delta-spark tests run on
-    it, but its default backend is delta-rs: tests that want delta-spark ask for it
-    (``get_lake(spark, backend="delta-spark")``, ``tests.lake.helpers.use_backend``).
-    ``build_session`` also puts Spark's Kafka connector (cached by ``make setup`` too) on
-    its ``spark.jars``: the Kafka tests (``tests/stream``) read and write with it.
-    """
-    from snap_spark.session import LAKE_BACKEND_CONF, build_session
-
-    session = build_session(
-        app_name="snap-spark-tests",
-        master="local[2]",
-        extra_conf={
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.driver.memory": "2g",
-            LAKE_BACKEND_CONF: "delta-rs",
-            "spark.databricks.delta.snapshotPartitions": "2",  # small logs, 2 cores
-        },
-    )
-    yield session
-    session.stop()

@@ -1,0 +1,95 @@
+"""Fixtures shared by the tests (``tests/``) and the docstring examples (``snap_spark/``).
+
+The local SparkSession lives here, at the root, so both can use it. A docstring example
+that names ``spark`` gets that session in its namespace and the ``spark`` marker, as does
+every test that uses the fixture (so ``make test-fast``, ``-m "not slow and not spark"``,
+starts no JVM); an example that does not name it never starts Spark. Every docstring
+example also gets ``tmp``, a fresh empty folder (a :class:`~pathlib.Path`) for the files
+and lakes it writes, and pytest's ``getfixture`` (``getfixture("monkeypatch")``).
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from _pytest.doctest import DoctestItem
+
+
+def _names_spark(source: str) -> bool:
+    """True when one example's source reads the name ``spark``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # not Python on its own (doctest still runs it): look at the words
+        return re.search(r"(?<![\w.])spark\b", source) is not None
+    return any(isinstance(node, ast.Name) and node.id == "spark" for node in ast.walk(tree))
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    """True when ``item`` is a docstring example (doctest) that reads the name ``spark``
+    (in an example that runs: not in one marked ``+SKIP``)."""
+    if not isinstance(item, DoctestItem):
+        return False
+    cached = getattr(item, "_snap_uses_spark", None)
+    if cached is None:
+        cached = any(_names_spark(example.source) for example in item.dtest.examples
+                     if not example.options.get(doctest.SKIP))
+        item._snap_uses_spark = cached  # type: ignore[attr-defined]
+    return bool(cached)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark as Spark tests (``-m spark``) the docstring examples that use ``spark`` and
+    the tests that ask for the ``spark`` fixture (directly or through another fixture),
+    whether or not they say so themselves."""
+    for item in items:
+        if uses_spark(item) or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(autouse=True)
+def _doctest_namespace_setup(
+    request: pytest.FixtureRequest, doctest_namespace: dict[str, Any]
+) -> Iterator[None]:
+    """For a docstring example: ``tmp`` (a fresh folder) and, if it names it, ``spark``."""
+    if not isinstance(request.node, DoctestItem):
+        yield
+        return
+    doctest_namespace["tmp"] = request.getfixturevalue("tmp_path")
+    if uses_spark(request.node):
+        doctest_namespace["spark"] = request.getfixturevalue("spark")
+    yield
+    doctest_namespace.pop("tmp", None)
+    doctest_namespace.pop("spark", None)
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local[2] SparkSession for the whole run (delta's python tests do the same).
+
+    It loads Delta Lake from the JARs ``make setup`` cached, so the delta-spark tests run on
+    it, but its default backend is delta-rs: tests that want delta-spark ask for it
+    (``get_lake(spark, backend="delta-spark")``, ``tests.lake.helpers.use_backend``).
+    ``build_session`` also puts Spark's Kafka connector (cached by ``make setup`` too) on
+    its ``spark.jars``: the Kafka tests (``tests/stream``) read and write with it.
+    """
+    from snap_spark.session import LAKE_BACKEND_CONF, build_session
+
+    session = build_session(
+        app_name="snap-spark-tests",
+        master="local[2]",
+        extra_conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "2g",
+            LAKE_BACKEND_CONF: "delta-rs",
+            "spark.databricks.delta.snapshotPartitions": "2",  # small logs, 2 cores
+        },
+    )
+    yield session
+    session.stop()
