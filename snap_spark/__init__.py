@@ -25,8 +25,10 @@ def register_udfs(spark: SparkSession, *, max_drift: float | None = None) -> lis
 
     Examples:
         >>> import snap_spark
-        >>> snap_spark.register_udfs(spark)  # doctest: +SKIP
+        >>> snap_spark.register_udfs(spark)
         ['snap_canonicalize', 'snap_verify', 'snap_p2tr_key']
+        >>> spark.sql("SELECT snap_p2tr_key('bc1qxyz').error AS e").first().e
+        'P2TR address must be 62 characters, got 7'
     """
     from snap_spark.udfs.sql import register_udfs as register
 

@@ -37,11 +37,15 @@ Examples:
     ['delta', 'kafka']
     >>> KAFKA.coordinates(version="4.0.1")
     ('org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1',)
-    >>> DELTA.available()  # after make setup  # doctest: +SKIP
-    ['/repo/.venv/delta-jars/ivy/jars/io.delta_delta-spark_2.13-4.0.1.jar', ...]
-    >>> submit_jars()  # after make setup  # doctest: +SKIP
-    ['/repo/.venv/delta-jars/ivy/jars/io.delta_delta-spark_2.13-4.0.1.jar', ...,
-     '/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar', ...]
+
+    After ``make setup`` (``None`` before):
+
+    >>> [Path(jar).name for jar in DELTA.available()]  # doctest: +NORMALIZE_WHITESPACE
+    ['io.delta_delta-spark_2.13-4.0.1.jar', 'io.delta_delta-storage-4.0.1.jar',
+     'org.antlr_antlr4-runtime-4.13.1.jar']
+    >>> [Path(jar).name for jar in submit_jars()]  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    ['io.delta_delta-spark_2.13-4.0.1.jar', ...,
+     'org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar', ...]
 """
 
 from __future__ import annotations
@@ -191,7 +195,8 @@ def package_version(distribution: str) -> Callable[[], str]:
     """A function returning the installed version of a Python distribution.
 
     Examples:
-        >>> package_version("pyspark")()  # doctest: +SKIP
+        >>> pyspark_version = package_version("pyspark")
+        >>> pyspark_version()  # the pinned pyspark
         '4.0.1'
     """
 
@@ -245,8 +250,11 @@ def cache_dir(jar_set: JarSet) -> Path:
     """The folder :func:`fetch` fills and :func:`available` reads (see the module docs).
 
     Examples:
-        >>> cache_dir(JAR_SETS["kafka"]).name  # doctest: +SKIP
-        'kafka-jars'
+        >>> cache_dir(JAR_SETS["kafka"]).relative_to(_CHECKOUT)  # no $SNAP_SPARK_KAFKA_JARS
+        PosixPath('.venv/kafka-jars')
+        >>> getfixture("monkeypatch").setenv("SNAP_SPARK_KAFKA_JARS", str(tmp))
+        >>> cache_dir(JAR_SETS["kafka"]) == tmp.resolve()
+        True
     """
     configured = os.environ.get(jar_set.cache_env)
     if configured:
@@ -299,10 +307,13 @@ def fetch(
         MavenJarsError: (the set's own subclass) resolution failed: no network, unknown
             version, timeout.
 
-    Examples:
-        >>> fetch(JAR_SETS["kafka"])  # doctest: +SKIP
-        ['/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
-         ...]
+    Example (not run by the tests: with nothing cached it resolves from Maven Central,
+    which needs the network and takes minutes; cached, it returns :func:`available`'s
+    list at once)::
+
+        jars = fetch(JAR_SETS["kafka"])
+        # ['/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
+        #  '/repo/.venv/kafka-jars/ivy/jars/org.apache.kafka_kafka-clients-3.9.1.jar', ...]
     """
     folder = directory or cache_dir(jar_set)
     if not force:
@@ -345,8 +356,10 @@ def substitutions(jar_set: JarSet, directory: Path | None = None) -> dict[str, s
     """Dependencies the cached set took at another version (``group:name`` → version).
 
     Examples:
-        >>> substitutions(JAR_SETS["kafka"])  # no token-provider 4.0.1  # doctest: +SKIP
+        >>> substitutions(JAR_SETS["kafka"])  # after make setup: no token-provider 4.0.1
         {'org.apache.spark:spark-token-provider-kafka-0-10_2.13': '4.0.0'}
+        >>> substitutions(JAR_SETS["kafka"], tmp)  # nothing cached there
+        {}
     """
     folder = directory or cache_dir(jar_set)
     try:
@@ -384,8 +397,13 @@ def remote_repository() -> str:
     ``$DEFAULT_ARTIFACT_REPOSITORY`` names a mirror, as Spark itself honours).
 
     Examples:
-        >>> remote_repository()  # doctest: +SKIP
+        >>> monkeypatch = getfixture("monkeypatch")
+        >>> monkeypatch.delenv("DEFAULT_ARTIFACT_REPOSITORY", raising=False)
+        >>> remote_repository()
         'https://repo1.maven.org/maven2/'
+        >>> monkeypatch.setenv("DEFAULT_ARTIFACT_REPOSITORY", "https://maven.example/m2/")
+        >>> remote_repository()
+        'https://maven.example/m2/'
     """
     return os.environ.get("DEFAULT_ARTIFACT_REPOSITORY", "https://repo1.maven.org/maven2/")
 
@@ -431,9 +449,13 @@ def submit_jars(names: Sequence[str] = ("delta", "kafka")) -> list[str]:
     a JAR two sets share is listed once.
 
     Examples:
-        >>> submit_jars(["kafka"])  # doctest: +SKIP
-        ['/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
-         '/repo/.venv/kafka-jars/ivy/jars/org.apache.kafka_kafka-clients-3.9.1.jar', ...]
+        After ``make setup``:
+
+        >>> submit_jars(["kafka"])  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+        ['/.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
+         ...]
+        >>> any("kafka-clients" in Path(jar).name for jar in submit_jars(["kafka"]))
+        True
     """
     jars: list[str] = []
     seen: set[str] = set()
@@ -522,9 +544,11 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
     they are cached (exit 0) or not (exit 1).
 
     Examples:
-        >>> set_main(JAR_SETS["kafka"], ["status"])  # doctest: +SKIP
-        Kafka connector JARs for org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1: 7 cached in
-        /repo/.venv/kafka-jars
+        After ``make setup``:
+
+        >>> set_main(JAR_SETS["kafka"], ["status"])  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+        Kafka connector JARs for org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1: ... cached
+        in .../kafka-jars...
         0
     """
     parser = argparse.ArgumentParser(
@@ -582,8 +606,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (exit 1 when any is not cached).
 
     Examples:
-        >>> main(["jars", "kafka"])  # doctest: +SKIP
-        /repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar,...
+        After ``make setup``:
+
+        >>> main(["jars", "kafka"])  # doctest: +ELLIPSIS
+        /.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar,...
         0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -625,9 +651,9 @@ def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
             being absent (a class that is there but broken must not pass for missing).
 
     Examples:
-        >>> jvm_has_class("org.apache.spark.sql.SparkSession", spark)  # doctest: +SKIP
+        >>> jvm_has_class("org.apache.spark.sql.SparkSession", spark)
         True
-        >>> jvm_has_class("org.example.NotThere", spark)  # doctest: +SKIP
+        >>> jvm_has_class("org.example.NotThere", spark)
         False
     """
     from pyspark import SparkContext
@@ -655,7 +681,7 @@ def missing_connector_message(class_name: str = KAFKA_SOURCE_PROVIDER) -> str:
     """What :func:`require_kafka_connector` says when ``class_name`` cannot be loaded.
 
     Examples:
-        >>> print(missing_connector_message())  # doctest: +SKIP
+        >>> print(missing_connector_message())  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
         the Kafka connector is not loaded: run make setup, or pass --packages
         org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1 (the driver's JVM cannot load
         org.apache.spark.sql.kafka010.KafkaSourceProvider; ...)
@@ -681,8 +707,8 @@ def require_kafka_connector(
             :class:`KafkaJarsError`; a job maps it to its usage exit status).
 
     Examples:
-        >>> require_kafka_connector(spark)  # doctest: +SKIP
-        >>> require_kafka_connector(spark, "org.example.Missing")  # doctest: +SKIP
+        >>> require_kafka_connector(spark)  # a session build_session made after make setup
+        >>> require_kafka_connector(spark, "org.example.Missing")
         Traceback (most recent call last):
         ...
         snap_spark.maven_jars.KafkaConnectorMissing: the Kafka connector is not loaded: ...

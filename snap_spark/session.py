@@ -91,10 +91,17 @@ def build_session(
             are not cached (and no driver JVM runs yet).
 
     Examples:
-        >>> spark = build_session(master="local[2]")  # doctest: +SKIP
-        >>> spark.conf.get("spark.sql.session.timeZone")  # doctest: +SKIP
+        A process has one session: a later call returns the running one, its runtime
+        settings set again from these. So the examples look at the session the tests
+        built (``spark``, built like this) rather than build one::
+
+            spark = build_session(master="local[2]")
+
+        It runs in UTC, and loads Delta Lake from the JARs ``make setup`` cached:
+
+        >>> spark.conf.get("spark.sql.session.timeZone")
         'UTC'
-        >>> spark.conf.get("spark.sql.extensions")  # after make setup  # doctest: +SKIP
+        >>> spark.conf.get("spark.sql.extensions")
         'io.delta.sql.DeltaSparkSessionExtension'
     """
     prepare_environment()
@@ -238,7 +245,7 @@ def has_delta_spark(spark: SparkSession) -> bool:
     cluster's).
 
     Examples:
-        >>> has_delta_spark(build_session())  # after make setup  # doctest: +SKIP
+        >>> has_delta_spark(spark)  # built by build_session after make setup
         True
     """
     extensions = spark.conf.get("spark.sql.extensions", "") or ""

@@ -86,10 +86,13 @@ def deps_env(prefix: Path) -> Path:
         ClusterError: it can import ``snap_spark`` or cannot import the dependencies.
 
     Examples:
-        >>> import tempfile
-        >>> python = deps_env(Path(tempfile.mkdtemp()) / "env")  # doctest: +SKIP
-        >>> subprocess.run([python, "-c", "import snap_spark"]).returncode  # doctest: +SKIP
-        1
+        >>> python = deps_env(tmp / "env")
+        >>> def imports(module):  # run in tmp: in the checkout, its cwd holds snap_spark
+        ...     code = f"import {module}"
+        ...     return subprocess.run([python, "-c", code], cwd=tmp, capture_output=True
+        ...                           ).returncode == 0
+        >>> imports("pyarrow"), imports("snap_spark")
+        (True, False)
     """
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(prefix)
     paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])

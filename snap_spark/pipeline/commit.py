@@ -311,10 +311,29 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
             (or, for ``--reprocess``, committed anything) meanwhile.
 
     Examples:
-        >>> landed = fold_pass(landed_df, settings.replay_window,
-        ...                    f"{staging}/candidates")  # doctest: +SKIP
-        >>> commit_pass(spark, get_lake(spark), landed, plan).lines_read  # doctest: +SKIP
-        1000
+        A whole pass, landed by :func:`fold_pass` and committed here, is what
+        :func:`snap_spark.pipeline.job.run` runs (its example lands a file). A pass that
+        met bare lines while no receipt clock was set is refused, and nothing is written:
+
+        >>> from snap_spark.lake import get_lake
+        >>> plan = CommitPlan(lake_dir=str(tmp / "lake"), ingest_id="0f" * 16,
+        ...                   ingest_time_us=1_700_000_000_000_000,
+        ...                   staging=str(tmp / "lake" / "_staging" / "0f"),
+        ...                   settings=VerifySettings(), raw_keys=[], msg_keys=[],
+        ...                   txn=lambda table, keys: ("snap-spark-batch-x", 1))
+        >>> commit_pass(spark, get_lake(spark), LandedPass(lines={"k1": 2}, bare=1), plan)
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.validate.MissingReceiptTime: input has bare message lines ...
+        >>> (tmp / "lake").exists()
+        False
+
+        A pass that landed nothing commits nothing:
+
+        >>> commit_pass(spark, get_lake(spark), LandedPass(), plan).lines_read
+        0
+        >>> (tmp / "lake").exists()
+        False
     """
     from snap_spark.lake import delete_data_files
     from snap_spark.schemas.tables import RAW_MESSAGES

@@ -97,10 +97,26 @@ def run(
         SettingsError: ``settings`` are out of range.
 
     Examples:
-        >>> result = run(spark, ["data/sample"], "data/lake",
-        ...              VerifySettings(bare_clock="message"))  # doctest: +SKIP
-        >>> result.lines_read == result.valid + result.rejected  # doctest: +SKIP
+        >>> import json
+        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+        >>> from snap_spark.protocol.signing import sign_message
+        >>> key = bytes.fromhex("0a" * 32)
+        >>> message = sign_message({"id": "m1", "version": "0.1", "type": "request",
+        ...     "from": p2tr_address(internal_pubkey(key)), "method": "service/call",
+        ...     "payload": {"name": "x"}, "timestamp": 1770163200}, key)
+        >>> late = {"received_at": 1770163245, "message": message}  # received 45 s after
+        >>> (tmp / "in").mkdir()
+        >>> _ = (tmp / "in" / "a.jsonl").write_text(json.dumps(late) + "\\nnot json\\n")
+        >>> result = run(spark, [str(tmp / "in")], str(tmp / "lake"))
+        >>> result.lines_read, result.valid, result.rejected
+        (2, 1, 1)
+        >>> result.counts == {None: 1, 1003: 1}  # valid, and "not JSON"
         True
+
+        The same bytes again land nothing:
+
+        >>> run(spark, [str(tmp / "in")], str(tmp / "lake")).files_skipped
+        1
     """
     from snap_spark.lake import (
         get_lake,
@@ -247,7 +263,21 @@ def reverify(
     the commit refuse, :func:`~snap_spark.pipeline.commit.commit_pass`).
 
     Examples:
-        >>> reverify(spark, "data/lake", VerifySettings(max_drift=30))  # doctest: +SKIP
+        >>> import json
+        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+        >>> from snap_spark.protocol.signing import sign_message
+        >>> key = bytes.fromhex("0a" * 32)
+        >>> message = sign_message({"id": "m1", "version": "0.1", "type": "request",
+        ...     "from": p2tr_address(internal_pubkey(key)), "method": "service/call",
+        ...     "payload": {"name": "x"}, "timestamp": 1770163200}, key)
+        >>> late = {"received_at": 1770163245, "message": message}  # received 45 s after
+        >>> (tmp / "in").mkdir()
+        >>> _ = (tmp / "in" / "a.jsonl").write_text(json.dumps(late) + "\\nnot json\\n")
+        >>> run(spark, [str(tmp / "in")], str(tmp / "lake")).valid  # 45 s: within 60 s
+        1
+        >>> again = reverify(spark, str(tmp / "lake"), VerifySettings(max_drift=30))
+        >>> again.counts == {2004: 1, 1003: 1}  # timestamp drift, and still "not JSON"
+        True
     """
     from pyspark.sql import functions as F
 

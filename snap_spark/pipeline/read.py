@@ -191,7 +191,13 @@ def iter_line_batches(
     instead of failing the task; its line number is kept, so later numbers stay exact.
 
     Examples:
-        >>> batches = iter_line_batches("/data/a.jsonl", batch_rows=1000)  # doctest: +SKIP
+        >>> path = tmp / "a.jsonl"
+        >>> _ = path.write_bytes(b'{"id": 1}\\n\\nnot json\\r\\n{"id": 4}')
+        >>> [batch.num_rows for batch in iter_line_batches(str(path), batch_rows=3)]
+        [3, 1]
+        >>> batch = next(iter_line_batches(str(path)))
+        >>> batch.column("line_no").to_pylist(), batch.column("raw").to_pylist()
+        ([1, 2, 3, 4], [b'{"id": 1}', b'', b'not json\\r', b'{"id": 4}'])
     """
     for line_nos, raws, errors in iter_line_lists(path, batch_rows, max_batch_bytes,
                                                   start=start, end=end, first_line=first_line):
@@ -302,9 +308,17 @@ def read_lines(
     fail the task (and the job, after Spark's retries).
 
     Examples:
-        >>> df = read_lines(spark, ["/data/archive"])  # doctest: +SKIP
-        >>> df.where("read_error IS NULL").count()  # doctest: +SKIP
-        200000
+        >>> import gzip
+        >>> _ = (tmp / "a.jsonl").write_bytes(b'{"id": 1}\\nnot json\\n')
+        >>> cut_short = gzip.compress(b'{"id": 3}\\n{"id": 4}\\n')[:-12]
+        >>> _ = (tmp / "b.jsonl.gz").write_bytes(cut_short)
+        >>> df = read_lines(spark, [str(tmp)])  # a folder: its input files
+        >>> for row in df.orderBy("source_file", "line_no").collect():
+        ...     print(row.source_file.rsplit("/", 1)[1], row.line_no, row.raw, row.read_error)
+        a.jsonl 1 bytearray(b'{"id": 1}') None
+        a.jsonl 2 bytearray(b'not json') None
+        b.jsonl.gz 1 bytearray(b'{"id": 3}') None
+        b.jsonl.gz 2 None corrupt or truncated gzip file ...
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
