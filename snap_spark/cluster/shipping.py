@@ -87,10 +87,10 @@ def deps_env(prefix: Path) -> Path:
 
     Examples:
         >>> python = deps_env(tmp / "env")
-        >>> def imports(module):  # run in tmp: in the checkout, its cwd holds snap_spark
-        ...     code = f"import {module}"
-        ...     return subprocess.run([python, "-c", code], cwd=tmp, capture_output=True
-        ...                           ).returncode == 0
+        >>> def imports(module):  # -I: neither $PYTHONPATH nor the current folder
+        ...     done = subprocess.run([python, "-I", "-c", f"import {module}"],
+        ...                           capture_output=True)
+        ...     return done.returncode == 0
         >>> imports("pyarrow"), imports("snap_spark")
         (True, False)
     """
