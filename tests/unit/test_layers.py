@@ -68,24 +68,30 @@ def test_no_shipped_module_reads_a_test_variable() -> None:
     assert not found, "\n".join(found)
 
 
+def _imports_of(path: Path) -> list[tuple[str, str]]:
+    """Every ``(module, name)`` the file at ``path`` imports from the package
+    (``from snap_spark.x import y`` gives ``("snap_spark.x", "y")``; a plain
+    ``import snap_spark.x`` gives ``("snap_spark.x", "")``)."""
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("snap_spark"):
+            found += [(str(node.module), alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names
+                      if alias.name.startswith("snap_spark")]
+    return found
+
+
 def _imports() -> dict[str, list[tuple[str, str]]]:
     """For each module of ``snap_spark``: every ``(module, name)`` it imports from the
-    package (``from snap_spark.x import y`` gives ``("snap_spark.x", "y")``; a plain
-    ``import snap_spark.x`` gives ``("snap_spark.x", "")``)."""
+    package (:func:`_imports_of`)."""
     root = Path(snap_spark.__file__).parent
     found: dict[str, list[tuple[str, str]]] = {}
     for path in sorted(root.rglob("*.py")):
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        name = ".".join(parts)
-        found[name] = []
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("snap_spark"):
-                found[name] += [(str(node.module), alias.name) for alias in node.names]
-            elif isinstance(node, ast.Import):
-                found[name] += [(alias.name, "") for alias in node.names
-                                if alias.name.startswith("snap_spark")]
+        found[".".join(parts)] = _imports_of(path)
     return found
 
 
@@ -118,10 +124,37 @@ def test_no_module_imports_another_modules_private_name() -> None:
     assert private == []
 
 
-def test_only_the_lake_package_imports_its_submodules() -> None:
-    """The lake hides its files: every other module goes through ``snap_spark.lake``."""
-    outside = sorted(
-        (name, module) for name, pairs in _imports().items()
+def _lake_submodule_imports(imports: dict[str, list[tuple[str, str]]],
+                            submodules: set[str]) -> list[tuple[str, str]]:
+    """``(importer, lake submodule)`` for every import of a submodule of ``snap_spark.lake``
+    by a module outside the lake: named in the import (``from snap_spark.lake.files import
+    x``, ``import snap_spark.lake.files``) or imported by name (``from snap_spark.lake
+    import files``)."""
+    return sorted(
+        (name, module if module.startswith("snap_spark.lake.") else f"{module}.{item}")
+        for name, pairs in imports.items()
         if not (name == "snap_spark.lake" or name.startswith("snap_spark.lake."))
-        for module, _item in pairs if module.startswith("snap_spark.lake."))
-    assert outside == []
+        for module, item in pairs
+        if module.startswith("snap_spark.lake.") or f"{module}.{item}" in submodules)
+
+
+def test_only_the_lake_package_imports_its_submodules() -> None:
+    """The lake hides its files: every other module of the package, and every job and
+    benchmark script, goes through ``snap_spark.lake`` (its ``__all__``)."""
+    imports = _imports()
+    submodules = {name for name in imports if name.startswith("snap_spark.lake.")}
+    assert {"snap_spark.lake.api", "snap_spark.lake.delta_rs", "snap_spark.lake.files"} <= (
+        submodules)
+    project = Path(snap_spark.__file__).parent.parent
+    scripts = {str(path.relative_to(project)): _imports_of(path)
+               for folder in ("jobs", "bench") for path in sorted((project / folder).glob("*.py"))}
+    assert "jobs/verify_messages.py" in scripts
+    # the check finds each way in
+    assert _lake_submodule_imports({"snap_spark.x": [("snap_spark.lake.files", "DataFile"),
+                                                     ("snap_spark.lake", "delta_rs"),
+                                                     ("snap_spark.lake", "get_lake")],
+                                    "bench/b.py": [("snap_spark.lake.lease", "")]},
+                                   submodules) == [
+        ("bench/b.py", "snap_spark.lake.lease"), ("snap_spark.x", "snap_spark.lake.delta_rs"),
+        ("snap_spark.x", "snap_spark.lake.files")]
+    assert _lake_submodule_imports({**imports, **scripts}, submodules) == []
