@@ -1,25 +1,33 @@
 """Delta tables for snap-spark: one small API (:class:`Lake`), two backends.
 
-- ``delta-spark`` (:class:`DeltaSparkLake`) when the session has Delta Lake's extension
-  (``io.delta:delta-spark`` JARs: fetched once by ``make setup``, or a cluster's own).
-- ``delta-rs`` (:class:`DeltaRsLake`) otherwise, the JAR-free backend: Spark tasks write the
-  Parquet files, the driver commits them with the ``deltalake`` package in one transaction.
+- ``delta-spark`` (:class:`~snap_spark.lake.delta_spark.DeltaSparkLake`) when the session
+  has Delta Lake's extension (``io.delta:delta-spark`` JARs: fetched once by ``make setup``,
+  or a cluster's own).
+- ``delta-rs`` (:class:`~snap_spark.lake.delta_rs.DeltaRsLake`) otherwise, the JAR-free
+  backend: Spark tasks write the Parquet files, the driver commits them with the
+  ``deltalake`` package in one transaction.
 
 The Spark setting ``spark.snap.lake.backend`` (``auto``, ``delta-rs``, ``delta-spark``) or
 ``get_lake(spark, backend=...)`` picks one explicitly.
 
 Both keep tables plain Delta (reader/writer protocol 1/2, no deletion vectors, microsecond UTC
-timestamps), so Spark, delta-rs, DuckDB and Polars all read them, and both make appends
-idempotent with an app transaction ``(app_id, version)`` such as ``(query id, batch id)``.
+timestamps), so Spark, delta-rs, DuckDB and Polars all read them, and both make every commit
+idempotent with an app transaction ``(app_id, version)`` such as ``(run id, 1)`` or
+``(query id, batch id)``.
 
-Examples:
+Jobs write a table's Parquet files themselves (Spark tasks with
+:class:`PartitionedFileWriter` under :meth:`Lake.data_root`, or :func:`commit_rows` for a few
+rows on the driver), then commit them with :func:`commit_data_files`: added, replacing the
+whole table, or replacing the rows of some keys; whatever is not committed is deleted.
+
+This package is the lake's whole public API (``__all__``): other modules import from
+``snap_spark.lake``, never from its submodules.
+
+Examples (committing files: :func:`commit_data_files`):
     >>> from snap_spark.lake import get_lake
-    >>> lake = get_lake(spark)  # doctest: +SKIP
-    >>> lake.append(batch_df, "/lake/messages", app_id=query_id, version=batch_id)
-    ... # doctest: +SKIP
-    True
-    >>> lake.read(spark, "/lake/messages").count()  # doctest: +SKIP
-    1000
+    >>> lake = get_lake(spark, backend="delta-rs")
+    >>> lake.name, lake.exists(str(tmp / "lake" / "messages"))
+    ('delta-rs', False)
 """
 
 from __future__ import annotations
@@ -38,18 +46,8 @@ from snap_spark.lake.api import (
 )
 from snap_spark.lake.common import marker_info, table_uri
 from snap_spark.lake.delta_log import committed_info, table_version
-from snap_spark.lake.delta_rs import (
-    DeltaRsLake,
-    distinct_rows,
-    read_data_files,
-    rows_added_since,
-)
-from snap_spark.lake.delta_spark import DeltaSparkLake
-from snap_spark.lake.files import (
-    DataFile,
-    PartitionedFileWriter,
-    delete_data_files,
-)
+from snap_spark.lake.delta_rs import distinct_rows, read_data_files, rows_added_since
+from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
 from snap_spark.lake.lease import CommitContention, check_held, commit_lease
 from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
@@ -61,13 +59,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = [
-    "LAKE_BACKENDS",
-    "LAKE_BACKEND_CONF",
     "CommitContention",
     "DamagedTable",
     "DataFile",
-    "DeltaRsLake",
-    "DeltaSparkLake",
     "Lake",
     "LakeError",
     "LakeLocationError",
@@ -77,6 +71,7 @@ __all__ = [
     "VersionConflict",
     "check_held",
     "check_table_location",
+    "commit_data_files",
     "commit_lease",
     "commit_rows",
     "committed_info",
@@ -113,6 +108,8 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
         >>> get_lake(spark, backend="delta-rs").name  # doctest: +SKIP
         'delta-rs'
     """
+    from snap_spark.lake.delta_rs import DeltaRsLake
+    from snap_spark.lake.delta_spark import DeltaSparkLake
     from snap_spark.session import has_delta_spark
 
     choice = backend if backend is not None else spark.conf.get(LAKE_BACKEND_CONF, None)
@@ -191,16 +188,101 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
     return True
 
 
+def commit_data_files(
+    spark: SparkSession, lake: Lake, path: str, root: str, files: Sequence[DataFile], *,
+    schema: StructType, partition_by: Sequence[str] = (), app_id: str, version: int,
+    commit_info: Mapping[str, Any] | None = None, replace: bool = False,
+    keys: DataFrame | None = None, updates: RowUpdates | None = None,
+    read_version: int | None = None,
+) -> bool:
+    """Commit Parquet files written under ``root`` (:meth:`Lake.data_root`) to the table at
+    ``path`` in one commit with the app transaction ``(app_id, version)``, and leave none of
+    them behind uncommitted. Returns whether this call committed.
+
+    The commit adds the files (:meth:`Lake.add_files`, with ``updates`` and
+    ``read_version`` when given); with ``replace`` it replaces every row of the table
+    (:meth:`Lake.replace_files`); with ``keys`` it replaces the rows of those keys
+    (:meth:`Lake.replace_keys`). The table is created (``schema``, partitioned by
+    ``partition_by``) when absent.
+
+    The files are deleted when the table already holds the transaction (``False``) and when
+    the commit fails, before the error is raised, with one exception: on
+    :class:`VersionConflict` (another writer committed since ``read_version``) they are
+    kept, for the caller to decide again and commit them, or delete them
+    (:func:`delete_data_files`).
+
+    Raises:
+        ValueError: ``replace`` with ``keys``, or ``updates``/``read_version`` with either
+            (nothing committed, the files deleted).
+        VersionConflict: the table moved past ``read_version`` (the files kept).
+        LakeError: the commit was refused (other columns or partitioning, an update that
+            finds no row, ...): nothing committed, the files deleted.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+        >>> schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
+        >>> lake, path = get_lake(spark, backend="delta-rs"), str(tmp / "lake" / "counts")
+        >>> root = lake.data_root(path, str(tmp / "lake" / "_staging" / "run1"))
+        >>> def write(ids, n):  # what a job's tasks do
+        ...     writer = PartitionedFileWriter(root, to_arrow(schema), [])
+        ...     writer.write(pa.record_batch({"id": ids, "n": [n] * len(ids)}))
+        ...     return writer.close()
+        >>> files = write(["a", "b"], 1)
+        >>> commit_data_files(spark, lake, path, root, files, schema=schema, app_id="run1",
+        ...                   version=1)
+        True
+        >>> again = write(["a", "b"], 1)  # the same run once more: committed already
+        >>> commit_data_files(spark, lake, path, root, again, schema=schema, app_id="run1",
+        ...                   version=1)
+        False
+        >>> (tmp / "lake" / "counts" / again[0].path).exists()  # its files deleted
+        False
+        >>> keys = spark.createDataFrame([("b",)], "id string")  # the rows of b replaced
+        >>> commit_data_files(spark, lake, path, root, write(["b"], 2), schema=schema,
+        ...                   app_id="run2", version=1, keys=keys)
+        True
+        >>> sorted((row["id"], row["n"]) for row in table_rows(path))
+        [('a', 1), ('b', 2)]
+    """
+    try:
+        if replace and keys is not None:
+            raise ValueError("replace the whole table or the rows of keys, not both")
+        if (replace or keys is not None) and (updates is not None or read_version is not None):
+            raise ValueError("updates and read_version go with an add, not a replace")
+        if keys is not None:
+            done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
+                                     partition_by=partition_by, app_id=app_id,
+                                     version=version, commit_info=commit_info)
+        elif replace:
+            done = lake.replace_files(spark, path, root, files, schema=schema,
+                                      partition_by=partition_by, app_id=app_id,
+                                      version=version, commit_info=commit_info)
+        else:
+            done = lake.add_files(spark, path, root, files, schema=schema,
+                                  partition_by=partition_by, app_id=app_id, version=version,
+                                  commit_info=commit_info, updates=updates,
+                                  read_version=read_version)
+    except VersionConflict:
+        raise  # the files stay: decided again, they are committed on the next attempt
+    except BaseException:
+        delete_data_files(root, files)
+        raise
+    if not done:
+        delete_data_files(root, files)
+    return done
+
+
 def commit_rows(
     spark: SparkSession, lake: Lake, path: str, root: str, rows: Any, *,
     schema: StructType, file_prefix: str, app_id: str, version: int,
     commit_info: Mapping[str, Any] | None = None, keys: DataFrame | None = None,
 ) -> bool:
     """Write a few rows held on the driver (a ``pyarrow.RecordBatch`` of ``schema``) as
-    Parquet files under ``root`` (:meth:`Lake.data_root`) and commit them to the table at
-    ``path`` in one commit: appended, or with ``keys`` replacing the rows of those keys
-    (:meth:`Lake.replace_keys`). The files are deleted when the commit fails or the table
-    already holds the app transaction ``(app_id, version)``; returns whether it committed.
+    Parquet files under ``root`` (:meth:`Lake.data_root`), then commit them to the
+    unpartitioned table at ``path`` with :func:`commit_data_files`: appended, or with
+    ``keys`` replacing the rows of those keys. Returns whether it committed; the files are
+    deleted when it did not.
 
     Example (with a session)::
 
@@ -215,20 +297,8 @@ def commit_rows(
     except BaseException:
         writer.discard()
         raise
-    try:
-        if keys is None:
-            done = lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
-                                  app_id=app_id, version=version, commit_info=commit_info)
-        else:
-            done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
-                                     partition_by=[], app_id=app_id, version=version,
-                                     commit_info=commit_info)
-    except BaseException:
-        delete_data_files(root, files)
-        raise
-    if not done:
-        delete_data_files(root, files)
-    return done
+    return commit_data_files(spark, lake, path, root, files, schema=schema, app_id=app_id,
+                             version=version, commit_info=commit_info, keys=keys)
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None

@@ -1,9 +1,11 @@
 """The Delta table API every backend implements, and the errors it raises.
 
-A :class:`Lake` appends with an idempotency token, merges by keys, reads a table at a version,
-and reports history and app transaction versions. :func:`snap_spark.lake.get_lake` picks the
-backend that fits the session: ``delta-spark`` on clusters with Delta's JARs, ``delta-rs``
-(the ``deltalake`` package) everywhere else.
+A :class:`Lake` commits Parquet files the job's tasks wrote (added, replacing the table, or
+replacing the rows of some keys), each commit carrying an app transaction that makes it
+idempotent; it reads a table at a version, and reports history and app transaction versions.
+:func:`snap_spark.lake.get_lake` picks the backend that fits the session: ``delta-spark`` on
+clusters with Delta's JARs, ``delta-rs`` (the ``deltalake`` package) everywhere else.
+:func:`snap_spark.lake.commit_data_files` is how jobs commit: it deletes what is not committed.
 """
 
 from __future__ import annotations
@@ -81,44 +83,6 @@ class Lake(Protocol):
     #: ``"delta-rs"`` or ``"delta-spark"``.
     name: str
 
-    def append(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        app_id: str,
-        version: int,
-        partition_by: Sequence[str] = (),
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Append ``df`` as one Delta commit carrying the app transaction ``(app_id, version)``
-        and ``commit_info`` (JSON-able) in its ``userMetadata``.
-
-        When the table already holds a transaction ``>= version`` for ``app_id`` nothing is
-        written and ``False`` is returned (idempotent re-runs, replayed streaming batches).
-        The table is created when absent, partitioned by ``partition_by``; on an existing
-        table ``partition_by`` must be empty or equal to its partition columns. An empty
-        ``df`` still commits (no files, only the app transaction), so the token advances and
-        a new table gets its schema.
-        """
-        ...
-
-    def merge(
-        self,
-        df: DataFrame,
-        path: str,
-        keys: Sequence[str],
-        *,
-        app_id: str | None = None,
-        version: int | None = None,
-    ) -> None:
-        """Upsert ``df`` by ``keys``: update every column of matching rows, insert the rest.
-
-        The table is created from ``df`` when absent. With ``app_id`` and ``version`` the
-        merge is skipped when the table already holds that transaction (or a later one).
-        """
-        ...
-
     def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
         """Read the table, at ``version`` when given, else its latest version."""
         ...
@@ -127,8 +91,8 @@ class Lake(Protocol):
         """Commits of the table, newest first.
 
         Every entry has at least ``version`` (int), ``timestamp`` (int, ms since the epoch),
-        ``operation`` (str) and ``operationParameters``; append commits made through this API
-        carry ``userMetadata`` naming the write.
+        ``operation`` (str) and ``operationParameters``; commits made through this API carry
+        ``userMetadata`` naming the write.
         """
         ...
 

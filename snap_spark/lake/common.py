@@ -1,7 +1,7 @@
-"""Helpers both backends share: locations, argument checks, and the append commit marker.
+"""Helpers both backends share: locations, argument checks, and the commit marker.
 
-Every append commit made through :mod:`snap_spark.lake` carries ``userMetadata`` naming the
-write (:func:`write_marker`), so the caller can tell "my commit landed" from "another writer
+Every commit made through :mod:`snap_spark.lake` carries ``userMetadata`` naming the write
+(:func:`write_marker`), so the caller can tell "my commit landed" from "another writer
 committed this app transaction first" by looking at the commits made since it started.
 """
 
@@ -13,13 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from snap_spark.lake.api import LakeError, LakeSchemaError
+from snap_spark.lake.api import LakeSchemaError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-#: ``writer`` value of the ``userMetadata`` marker on append commits made by this package.
+#: ``writer`` value of the ``userMetadata`` marker on commits made by this package.
 WRITER_NAME = "snap-spark"
 
 
@@ -42,7 +41,7 @@ def table_uri(path: str) -> str:
 
 def write_marker(write_id: str, app_id: str, version: int,
                  info: Mapping[str, Any] | None = None) -> str:
-    """The ``userMetadata`` string of an append commit made through this package; ``info``
+    """The ``userMetadata`` string of a commit made through this package; ``info``
     (JSON-able: e.g. the settings that decided the verdicts) rides along.
 
     Examples:
@@ -122,53 +121,6 @@ def check_txn(app_id: str, version: int) -> None:
         raise ValueError("app_id must be a non-empty string")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"version must be a non-negative int, got {version!r}")
-
-
-def check_batch(df: DataFrame) -> None:
-    """Raise :class:`LakeError` for a streaming DataFrame (write it from ``foreachBatch``).
-
-    Example (with a session)::
-
-        check_batch(spark.range(3))   # a batch DataFrame passes
-    """
-    if df.isStreaming:
-        raise LakeError(
-            "a streaming DataFrame cannot be appended directly; call the lake from "
-            "foreachBatch with (query id, batch id) as (app_id, version)"
-        )
-
-
-def merge_txn(app_id: str | None, version: int | None) -> tuple[str, int] | None:
-    """The optional app transaction of a merge: both parts, or neither.
-
-    Examples:
-        >>> merge_txn(None, None) is None
-        True
-        >>> merge_txn("tasks", 2)
-        ('tasks', 2)
-    """
-    if app_id is None and version is None:
-        return None
-    if app_id is None or version is None:
-        raise ValueError("give both app_id and version, or neither")
-    check_txn(app_id, version)
-    return app_id, version
-
-
-def check_keys(schema: StructType, keys: Sequence[str]) -> list[str]:
-    """Validate merge keys against ``schema``; returns them as a list.
-
-    Examples:
-        >>> from pyspark.sql.types import StructType, StructField, StringType
-        >>> check_keys(StructType([StructField("task_id", StringType())]), ["task_id"])
-        ['task_id']
-    """
-    if isinstance(keys, str) or not keys:
-        raise ValueError("keys must be a non-empty sequence of column names")
-    missing = [k for k in keys if k not in schema.names]
-    if missing:
-        raise LakeSchemaError(f"merge keys {missing} are not columns of the DataFrame")
-    return list(keys)
 
 
 def quote_identifier(name: str) -> str:

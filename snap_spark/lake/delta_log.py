@@ -1,8 +1,7 @@
 """Open Delta tables with delta-rs and commit data files to their log (driver side).
 
-What both the delta-rs backend (:mod:`snap_spark.lake.delta_rs`) and its Spark data source
-(:mod:`snap_spark.lake.datasource`) need; it imports neither, so they do not import each
-other. Every call into ``deltalake`` passes the table's location through
+What the delta-rs backend (:mod:`snap_spark.lake.delta_rs`) and the in-place commits of the
+delta-spark backend need. Every call into ``deltalake`` passes the table's location through
 :func:`snap_spark.storage.delta_table_uri` and :func:`snap_spark.storage.delta_storage_options`,
 so tables on S3-compatible stores open with the same settings the data files are written with.
 """

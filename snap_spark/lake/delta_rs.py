@@ -1,13 +1,13 @@
 """The embedded Delta backend: Spark writes Parquet, delta-rs (``deltalake``) commits.
 
-Appends
-    :meth:`DeltaRsLake.append` checks the app transaction first (a replayed batch costs no
-    Spark job), then runs ``df.write.format("snap_delta_rs")`` (see
-    :mod:`snap_spark.lake.datasource`): executors write the Parquet files straight into the
-    table folder and the driver commits them all in one Delta transaction with
-    ``DeltaTable.create_write_transaction`` (or ``create_table_with_add_actions`` for a new
-    table), passing ``CommitProperties(app_transactions=[Transaction(app_id, version)])`` and
-    a ``userMetadata`` marker naming the write. delta-rs does not itself refuse an app
+Commits
+    Spark tasks write the Parquet files straight into the table folder
+    (:meth:`DeltaRsLake.data_root`, :class:`~snap_spark.lake.files.PartitionedFileWriter`);
+    :meth:`DeltaRsLake.add_files` and :meth:`DeltaRsLake.replace_files` commit them where
+    they are in one Delta transaction with ``DeltaTable.create_write_transaction`` (or
+    ``create_table_with_add_actions`` for a new table), passing
+    ``CommitProperties(app_transactions=[Transaction(app_id, version)])`` and a
+    ``userMetadata`` marker naming the write. delta-rs does not itself refuse an app
     transaction version it has seen, so :func:`commit_files` re-checks it on the fresh
     snapshot right before committing and retries on commit conflicts.
 
@@ -21,10 +21,10 @@ Reads
     Python tasks read the files through :mod:`snap_spark.storage` and add the partition
     values from the log (:func:`snap_spark.lake.files.read_data_file`).
 
-Merges
-    ``DeltaTable.merge`` on the driver, with the source collected as Arrow (``df.toArrow()``).
-    That is meant for small, dimension-like tables (``tasks``, ``agent_cards``): the source
-    must fit in driver memory.
+Replacing keys
+    :meth:`DeltaRsLake.replace_keys` is one ``DeltaTable.merge`` on the driver, its source
+    the keys (collected as Arrow) and the files' rows: meant for small, dimension-like
+    tables (``tasks``, ``agent_cards``), the rows replaced must fit in driver memory.
 
 Paths are local paths, ``file:`` URIs or object store URIs (see :mod:`snap_spark.storage`);
 delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
@@ -33,7 +33,6 @@ delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
 
 from __future__ import annotations
 
-import json
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,15 +41,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from snap_spark import storage
-from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates
+from snap_spark.lake.api import LakeError, RowUpdates
 from snap_spark.lake.common import (
     DELETE_FLAG,
-    check_batch,
     check_key_columns,
-    check_keys,
     check_txn,
-    merge_condition,
-    merge_txn,
     replace_keys_merge,
     table_uri,
     write_marker,
@@ -62,7 +57,6 @@ from snap_spark.lake.delta_log import (
     RemovedFile,
     check_same_table,
     commit_files,
-    delta_location,
     files_added_since,
     open_table,
     read_txn_version,
@@ -79,12 +73,7 @@ from snap_spark.lake.files import (
     read_data_file,
     unescape_path_name,
 )
-from snap_spark.lake.schema import (
-    check_delta_compatible,
-    check_partition_columns,
-    conform,
-    to_arrow,
-)
+from snap_spark.lake.schema import to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -350,115 +339,11 @@ class DeltaRsLake:
         >>> lake = DeltaRsLake()
         >>> lake.name
         'delta-rs'
-        >>> lake.append(df, "/lake/messages", app_id="ingest", version=0)  # doctest: +SKIP
-        True
+        >>> lake.exists("/nowhere/at/all")
+        False
     """
 
     name = "delta-rs"
-
-    def append(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        app_id: str,
-        version: int,
-        partition_by: Sequence[str] = (),
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Append ``df`` in one commit with ``(app_id, version)``; see :meth:`Lake.append`.
-
-        Examples:
-            >>> lake.append(df, "/lake/raw", app_id="q1", version=4,
-            ...             partition_by=["ingest_date"])  # doctest: +SKIP
-            True
-        """
-        from snap_spark.lake.datasource import SOURCE_NAME, WriteSpec
-
-        uri = table_uri(path)
-        check_txn(app_id, version)
-        check_batch(df)
-        check_delta_compatible(df.schema)
-        columns = check_partition_columns(df.schema, partition_by)
-        table = open_table(uri)
-        start_version = -1
-        if table is not None:
-            done = table.transaction_version(app_id)
-            if done is not None and done >= version:
-                return False
-            df = conform(df, table_schema(table), uri)
-            existing = list(table.metadata().partition_columns)
-            if columns and columns != existing:
-                raise LakeSchemaError(f"table at {uri} is partitioned by {existing}, not {columns}")
-            columns = existing
-            start_version = table.version()
-        spec = WriteSpec(
-            table_uri=uri,
-            app_id=app_id,
-            version=version,
-            partition_by=tuple(columns),
-            write_id=uuid.uuid4().hex,
-            start_version=start_version,
-            info=json.dumps(dict(commit_info), allow_nan=False) if commit_info else "",
-        )
-        _register_source(df.sparkSession)
-        df.write.format(SOURCE_NAME).mode("append").options(**spec.to_options()).save()
-        return write_committed(uri, spec.write_id, start_version)
-
-    def merge(
-        self,
-        df: DataFrame,
-        path: str,
-        keys: Sequence[str],
-        *,
-        app_id: str | None = None,
-        version: int | None = None,
-    ) -> None:
-        """Upsert ``df`` by ``keys`` with delta-rs's merger; see :meth:`Lake.merge`.
-
-        The source is collected to the driver as Arrow, so keep it dimension-sized. Keys must
-        be unique in ``df``; rows with a null key never match and are inserted.
-
-        Examples:
-            >>> lake.merge(tasks_df, "/lake/tasks", ["task_id"])  # doctest: +SKIP
-        """
-        from deltalake import write_deltalake
-        from deltalake.transaction import CommitProperties, Transaction
-
-        uri = table_uri(path)
-        txn = merge_txn(app_id, version)
-        check_batch(df)
-        check_delta_compatible(df.schema)
-        check_keys(df.schema, keys)
-        properties = (
-            CommitProperties(app_transactions=[Transaction(txn[0], txn[1])]) if txn else None
-        )
-        table = open_table(uri)
-        if table is not None:
-            if txn is not None:
-                done = table.transaction_version(txn[0])
-                if done is not None and done >= txn[1]:
-                    return
-            df = conform(df, table_schema(table), uri)
-        source = _collect_arrow(df)
-        _check_unique_keys(source, keys)
-        if table is None:
-            location, options = delta_location(uri)
-            write_deltalake(location, source, mode="append", storage_options=options,
-                            commit_properties=properties)
-            return
-        (
-            table.merge(
-                source,
-                merge_condition(keys),
-                source_alias="s",
-                target_alias="t",
-                commit_properties=properties,
-            )
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
 
     def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
         """Read the table (at ``version``) with Spark; see :func:`read_table`.
@@ -799,39 +684,3 @@ def _any_within(sorted_values: Sequence[Any], low: Any, high: Any) -> bool:
 
     at = bisect_left(sorted_values, low)
     return at < len(sorted_values) and sorted_values[at] <= high
-
-
-#: Sessions the data source is registered with, and the Python worker environment
-#: (``SparkContext.environment``) it was registered under.
-_REGISTERED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _register_source(spark: SparkSession) -> None:
-    """Register the ``snap_delta_rs`` data source with ``spark``, again when the worker
-    environment changed since (registering again only logs a warning)."""
-    from snap_spark.lake.datasource import DeltaRsDataSource
-
-    # A Python data source's tasks run with the environment captured when it was
-    # registered: settings added to SparkContext.environment later (S3 endpoint and
-    # credentials, say) would not reach the executors that write the files.
-    environment = dict(spark.sparkContext.environment)
-    if _REGISTERED.get(spark) != environment:
-        spark.dataSource.register(DeltaRsDataSource)
-        _REGISTERED[spark] = environment
-
-
-def _collect_arrow(df: DataFrame) -> pa.Table:
-    """``df`` on the driver as Arrow, with the table's Arrow types (UTC microseconds)."""
-    return df.toArrow().cast(to_arrow(df.schema))
-
-
-def _check_unique_keys(source: pa.Table, keys: Sequence[str]) -> None:
-    import pyarrow.compute as pc
-
-    if source.num_rows == 0:
-        return
-    counts = source.group_by(list(keys)).aggregate([([], "count_all")])
-    if pc.max(counts.column("count_all")).as_py() > 1:
-        raise LakeError(f"merge source has several rows for the same key {list(keys)}")

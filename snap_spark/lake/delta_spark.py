@@ -2,14 +2,16 @@
 
 Chosen by :func:`snap_spark.lake.get_lake` when ``io.delta.sql.DeltaSparkSessionExtension``
 is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.maven_jars`, or a
-cluster's own). Appends use Delta's idempotent writes (``txnAppId``/``txnVersion`` writer
+cluster's own). Files written in the folder of a plain table (protocol 1/2, no features:
+every table snap-spark creates) are committed in place through the delta-rs commit
+(:func:`commits_in_place`). Files staged elsewhere go in through Delta's own writer: an
+append (or overwrite) with Delta's idempotent writes (``txnAppId``/``txnVersion`` writer
 options: Delta skips the write, before computing it, when the table already has that
-transaction);
-merges use ``DeltaTable.merge`` with the same transaction set through Delta's session
+transaction), or a ``DeltaTable.merge`` with the same transaction set through Delta's session
 settings ``spark.databricks.delta.write.txnAppId``/``txnVersion``; reads use ``versionAsOf``.
 
 Only app transaction versions are read with delta-rs (delta-spark has no Python API for
-them): ``txn_version``, and the replay check that lets a replayed merge skip its key check.
+them): ``txn_version``, and the replay check that lets a replayed merge skip its work.
 delta-rs reads any plain Delta table at a path it understands (local, ``s3://`` / ``s3a://``,
 ``gs://``, ``abfss://``; credentials from the environment).
 
@@ -17,8 +19,8 @@ Building the backend sets ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICR
 session, so Delta writes timestamps as microsecond UTC rather than Spark's default INT96.
 
 It behaves as the delta-rs backend does where Delta alone would differ: a partitioning that
-does not match the table, a merge source with repeated keys, and a missing table are refused
-with :class:`LakeError` before anything is written.
+does not match the table and a missing table are refused with :class:`LakeError` before
+anything is written.
 """
 
 from __future__ import annotations
@@ -31,13 +33,9 @@ from typing import TYPE_CHECKING, Any
 from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates, VersionConflict
 from snap_spark.lake.common import (
     DELETE_FLAG,
-    check_batch,
     check_key_columns,
-    check_keys,
     check_txn,
     marker_write_id,
-    merge_condition,
-    merge_txn,
     quote_identifier,
     replace_keys_merge,
     table_uri,
@@ -84,7 +82,8 @@ class DeltaSparkLake:
 
     Examples:
         >>> lake = DeltaSparkLake(spark)  # doctest: +SKIP
-        >>> lake.append(df, "s3a://lake/messages", app_id=query_id, version=batch_id)
+        >>> lake.add_files(spark, "s3a://lake/messages", root, files, schema=MESSAGES,
+        ...                partition_by=["event_date"], app_id=run_id, version=1)
         ... # doctest: +SKIP
         True
     """
@@ -95,95 +94,6 @@ class DeltaSparkLake:
         self.spark = spark
         if spark.conf.get(TIMESTAMP_TYPE_CONF, "INT96") == "INT96":  # Spark's default
             spark.conf.set(TIMESTAMP_TYPE_CONF, "TIMESTAMP_MICROS")
-
-    def append(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        app_id: str,
-        version: int,
-        partition_by: Sequence[str] = (),
-        commit_info: Mapping[str, Any] | None = None,
-        _mode: str = "append",
-    ) -> bool:
-        """Append with Delta's ``txnAppId``/``txnVersion``; see :meth:`Lake.append`.
-
-        Examples:
-            >>> lake.append(df, "/lake/raw", app_id="q1", version=4)  # doctest: +SKIP
-            True
-        """
-        from delta.tables import DeltaTable
-
-        check_txn(app_id, version)
-        check_batch(df)
-        check_delta_compatible(df.schema)
-        columns = check_partition_columns(df.schema, partition_by)
-        spark = df.sparkSession
-        start_version = _latest_version(spark, path)
-        if start_version >= 0:
-            table = DeltaTable.forPath(spark, path)
-            df = conform(df, table.toDF().schema, path)
-            existing = _partition_columns(spark, path)
-            if columns and columns != existing:
-                raise LakeSchemaError(
-                    f"table at {path} is partitioned by {existing}, not {columns}"
-                )
-            columns = []  # Delta keeps the table's own partitioning
-        write_id = uuid.uuid4().hex
-        writer = (
-            df.write.format("delta")
-            .mode(_mode)
-            .option("txnAppId", app_id)
-            .option("txnVersion", str(version))
-            .option("userMetadata", write_marker(write_id, app_id, version, commit_info))
-        )
-        if columns:
-            writer = writer.partitionBy(*columns)
-        writer.save(path)
-        return _write_committed(spark, path, write_id, start_version)
-
-    def merge(
-        self,
-        df: DataFrame,
-        path: str,
-        keys: Sequence[str],
-        *,
-        app_id: str | None = None,
-        version: int | None = None,
-    ) -> None:
-        """Upsert with ``DeltaTable.merge``; see :meth:`Lake.merge`.
-
-        Examples:
-            >>> lake.merge(tasks_df, "/lake/tasks", ["task_id"])  # doctest: +SKIP
-        """
-        from delta.tables import DeltaTable
-
-        txn = merge_txn(app_id, version)
-        check_batch(df)
-        check_delta_compatible(df.schema)
-        check_keys(df.schema, keys)
-        spark = df.sparkSession
-        if txn is not None and _txn_done(path, txn):
-            return  # checked before the key check's Spark job; Delta would skip it too
-        _check_unique_keys(df, keys)
-        if not DeltaTable.isDeltaTable(spark, path):
-            writer = df.write.format("delta").mode("append")
-            if txn is not None:
-                writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
-            writer.save(path)
-            return
-        target = DeltaTable.forPath(spark, path)
-        df = conform(df, target.toDF().schema, path)
-        condition = merge_condition(keys)
-        builder = (
-            target.alias("t")
-            .merge(df.alias("s"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-        )
-        with _dml_transaction(spark, txn):
-            builder.execute()
 
     def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
         """``spark.read.format("delta")``, with ``versionAsOf`` when ``version`` is given.
@@ -321,9 +231,9 @@ class DeltaSparkLake:
                                 app_id=app_id, version=version, commit_info=commit_info)
         # Delta checks the app transaction before it computes the frame: a re-run reads
         # none of the staged files
-        return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
-                           version=version, partition_by=partition_by,
-                           commit_info=commit_info)
+        return _delta_write(staged_frame(spark, root, files, schema), path, app_id=app_id,
+                            version=version, partition_by=partition_by,
+                            commit_info=commit_info)
 
     def replace_files(
         self,
@@ -344,9 +254,9 @@ class DeltaSparkLake:
             return _in_place_lake().replace_files(
                 spark, path, root, files, schema=schema, partition_by=partition_by,
                 app_id=app_id, version=version, commit_info=commit_info)
-        return self.append(staged_frame(spark, root, files, schema), path, app_id=app_id,
-                           version=version, partition_by=partition_by,
-                           commit_info=commit_info, _mode="overwrite")
+        return _delta_write(staged_frame(spark, root, files, schema), path, app_id=app_id,
+                            version=version, partition_by=partition_by,
+                            commit_info=commit_info, mode="overwrite")
 
 
     def replace_keys(
@@ -391,8 +301,8 @@ class DeltaSparkLake:
         rows = staged_frame(spark, root, files, schema)
         start_version = _latest_version(spark, path)
         if start_version < 0:
-            return self.append(rows, path, app_id=app_id, version=version,
-                               partition_by=partition_by, commit_info=commit_info)
+            return _delta_write(rows, path, app_id=app_id, version=version,
+                                partition_by=partition_by, commit_info=commit_info)
         existing = _partition_columns(spark, path)
         if existing != list(partition_by):
             raise LakeSchemaError(
@@ -421,8 +331,51 @@ class DeltaSparkLake:
         if _write_committed(spark, path, write_id, start_version):
             return True
         # a merge that changed nothing may write no commit: record the transaction anyway
-        return self.append(spark.createDataFrame([], table_schema), path, app_id=app_id,
-                           version=version, commit_info=commit_info)
+        return _delta_write(spark.createDataFrame([], table_schema), path, app_id=app_id,
+                            version=version, commit_info=commit_info)
+
+
+def _delta_write(df: DataFrame, path: str, *, app_id: str, version: int,
+                 partition_by: Sequence[str] = (), commit_info: Mapping[str, Any] | None = None,
+                 mode: str = "append") -> bool:
+    """Write ``df`` (staged rows) with Delta's own writer in one commit: appended, or with
+    ``mode="overwrite"`` in place of every row; the table is created (partitioned by
+    ``partition_by``) when absent. Delta's ``txnAppId``/``txnVersion`` make it idempotent:
+    returns ``False``, writing nothing, when the table already holds ``(app_id, version)``
+    or a later version of ``app_id``. An empty ``df`` still commits the transaction.
+
+    Raises:
+        LakeSchemaError: ``df`` does not fit plain Delta or the table (columns, types), or
+            ``partition_by`` is not the existing table's partitioning.
+    """
+    from delta.tables import DeltaTable
+
+    check_txn(app_id, version)
+    check_delta_compatible(df.schema)
+    columns = check_partition_columns(df.schema, partition_by)
+    spark = df.sparkSession
+    start_version = _latest_version(spark, path)
+    if start_version >= 0:
+        table = DeltaTable.forPath(spark, path)
+        df = conform(df, table.toDF().schema, path)
+        existing = _partition_columns(spark, path)
+        if columns and columns != existing:
+            raise LakeSchemaError(
+                f"table at {path} is partitioned by {existing}, not {columns}"
+            )
+        columns = []  # Delta keeps the table's own partitioning
+    write_id = uuid.uuid4().hex
+    writer = (
+        df.write.format("delta")
+        .mode(mode)
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(version))
+        .option("userMetadata", write_marker(write_id, app_id, version, commit_info))
+    )
+    if columns:
+        writer = writer.partitionBy(*columns)
+    writer.save(path)
+    return _write_committed(spark, path, write_id, start_version)
 
 
 def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: RowUpdates, *,
@@ -529,19 +482,6 @@ def _txn_done(path: str, txn: tuple[str, int]) -> bool:
     """True when the table at ``path`` already holds app transaction ``txn`` or a later one."""
     done = read_txn_version(table_uri(path), txn[0])
     return done is not None and done >= txn[1]
-
-
-def _check_unique_keys(df: DataFrame, keys: Sequence[str]) -> None:
-    """Refuse a merge source with several rows for one key, as the delta-rs backend does.
-
-    Delta alone fails only when such rows match a target row, and inserts them all otherwise
-    (two rows for one new key); one Spark job over the keys keeps both backends equal.
-    """
-    from pyspark.sql import functions as F
-
-    repeated = df.groupBy(*[F.col(k) for k in keys]).count().where(F.col("count") > 1)
-    if repeated.limit(1).count():
-        raise LakeError(f"merge source has several rows for the same key {list(keys)}")
 
 
 def _latest_version(spark: SparkSession, path: str) -> int:

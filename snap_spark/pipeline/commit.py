@@ -335,7 +335,7 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
         >>> (tmp / "lake").exists()
         False
     """
-    from snap_spark.lake import delete_data_files
+    from snap_spark.lake import commit_data_files, delete_data_files
     from snap_spark.schemas.tables import RAW_MESSAGES
 
     result = JobResult() if result is None else result
@@ -356,12 +356,10 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
             if plan.raw_root is None:
                 raise ValueError("a plan with raw_keys needs the raw_root its files are in")
             app_id, version = plan.txn("raw_messages", sorted(plan.raw_keys))
-            if lake.add_files(spark, raw_path, plan.raw_root, landed.raw_files,
-                              schema=RAW_MESSAGES, partition_by=[], app_id=app_id,
-                              version=version, commit_info=dict(plan.info)):
+            if commit_data_files(spark, lake, raw_path, plan.raw_root, landed.raw_files,
+                                 schema=RAW_MESSAGES, app_id=app_id, version=version,
+                                 commit_info=dict(plan.info)):
                 result.raw_rows_written = sum(landed.lines.get(k, 0) for k in plan.raw_keys)
-            else:
-                delete_data_files(plan.raw_root, landed.raw_files)
         uncommitted.clear()
         if plan.raw_root is not None:
             log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
@@ -405,7 +403,7 @@ def _replace_messages(spark: SparkSession, lake: Lake, landed: LandedPass, plan:
     """``--reprocess``: write every landed line's ``messages`` row and replace the table in
     one commit, refused if another writer committed since the pass read the lake; every
     task is folded again. Returns the tasks folded."""
-    from snap_spark.lake import CommitContention, commit_lease
+    from snap_spark.lake import CommitContention, commit_data_files, commit_lease
     from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.tasks import rebuild_tasks
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
@@ -420,10 +418,10 @@ def _replace_messages(spark: SparkSession, lake: Lake, landed: LandedPass, plan:
             raise CommitContention(
                 f"another writer committed to {plan.lake_dir} while --reprocess verified "
                 "it; nothing was replaced: run --reprocess again")
-        committed = lake.replace_files(
-            spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-            partition_by=list(MESSAGES_PARTITION), app_id=batch_app_id([plan.ingest_id]),
-            version=1, commit_info=dict(plan.info))
+        committed = commit_data_files(
+            spark, lake, msg_path, msg_root, msg_files, schema=MESSAGES,
+            partition_by=MESSAGES_PARTITION, app_id=batch_app_id([plan.ingest_id]),
+            version=1, commit_info=dict(plan.info), replace=True)
     uncommitted.clear()
     if committed:
         result.message_rows_written = result.lines_read
@@ -463,6 +461,7 @@ def _commit_messages(
         CommitContention,
         VersionConflict,
         check_held,
+        commit_data_files,
         commit_lease,
         delete_data_files,
         table_uri,
@@ -519,9 +518,11 @@ def _commit_messages(
             rows = sum(landed.lines.get(k, 0) for k in msg_keys)
             redecided = len(updates) if updates is not None else 0
             try:
-                committed = lake.add_files(
-                    spark, msg_path, msg_root, msg_files, schema=MESSAGES,
-                    partition_by=list(MESSAGES_PARTITION), app_id=app_id, version=version,
+                # the files are deleted unless committed, but kept on a VersionConflict:
+                # decided again (and rewritten when that changes them), then retried
+                committed = commit_data_files(
+                    spark, lake, msg_path, msg_root, msg_files, schema=MESSAGES,
+                    partition_by=MESSAGES_PARTITION, app_id=app_id, version=version,
                     # the version of messages the replay verdicts were decided against,
                     # and the figures of the lines committed (read back by a re-run)
                     commit_info={**info, "replay_read_version": read_version,
@@ -535,8 +536,7 @@ def _commit_messages(
         if committed:
             result.message_rows_written = rows
             result.rows_redecided = redecided
-        else:
-            delete_data_files(msg_root, msg_files)
+        else:  # committed already, by a run stopped before it finished: files deleted
             committed_figures(msg_path, app_id, version, result)
             landed.counts.clear()
             landed.counts.update(result.counts)

@@ -260,6 +260,7 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> Ta
     from snap_spark import storage
     from snap_spark.lake import (
         check_table_location,
+        commit_data_files,
         commit_lease,
         delete_data_files,
         get_lake,
@@ -330,17 +331,12 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> Ta
                     result, files = fold(latest)
                 info = {"job": job, "ingest_id": ingest_id, "messages_version": latest}
                 for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
-                    app_id = batch_app_id([ingest_id, name])
-                    if ids is None:
-                        done = lake.replace_files(spark, paths[name], roots[name], files[name],
-                                                  schema=schema, partition_by=[],
-                                                  app_id=app_id, version=1, commit_info=info)
-                    else:
-                        done = lake.replace_keys(spark, paths[name], roots[name], files[name],
-                                                 keys=ids, schema=schema, partition_by=[],
-                                                 app_id=app_id, version=1, commit_info=info)
-                    if done:
-                        files[name] = []
+                    # the whole table, or those tasks' rows; the files committed or deleted
+                    commit_data_files(spark, lake, paths[name], roots[name], files[name],
+                                      schema=schema, app_id=batch_app_id([ingest_id, name]),
+                                      version=1, commit_info=info, replace=ids is None,
+                                      keys=ids)
+                    files[name] = []
         finally:
             for name, leftovers in files.items():
                 delete_data_files(roots[name], leftovers)

@@ -16,7 +16,8 @@ def run_dying_before_messages_commit(spark: Any, inputs: list[str], lake: Path,
     ``messages`` one (a driver lost between them). The patch is the only way to stop a run
     at exactly that point in-process (kill -9 tests in test_crash.py do it for real, with
     timing); it is undone before returning."""
-    from snap_spark.lake import DeltaRsLake, LakeError
+    from snap_spark.lake import LakeError
+    from snap_spark.lake.delta_rs import DeltaRsLake
 
     real_add = DeltaRsLake.add_files
 

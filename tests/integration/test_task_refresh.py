@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from snap_spark.lake import get_lake
+from snap_spark.lake import commit_rows, get_lake, to_arrow
 from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import landed_task_ids, rebuild_tasks, refresh_tasks
 from snap_spark.samples.messages import (
@@ -231,10 +232,13 @@ def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: 
     ghost_event = dict(zip(TASK_EVENTS.fieldNames(), incremental["task_events"][0],
                            strict=True))
     ghost["task_id"] = ghost_event["task_id"] = "task-ghost"
-    ghost_lake.append(spark.createDataFrame([ghost], TASKS), str(lake / "tasks"),
-                      app_id="ghost", version=1)
-    ghost_lake.append(spark.createDataFrame([ghost_event], TASK_EVENTS),
-                      str(lake / "task_events"), app_id="ghost", version=1)
+    for name, row, schema in (("tasks", ghost, TASKS), ("task_events", ghost_event,
+                                                         TASK_EVENTS)):
+        table = str(lake / name)
+        assert commit_rows(spark, ghost_lake, table,
+                           ghost_lake.data_root(table, str(tmp_path / "ghost")),
+                           pa.RecordBatch.from_pylist([row], schema=to_arrow(schema)),
+                           schema=schema, file_prefix="part-ghost", app_id="ghost", version=1)
     assert table_content(lake) != incremental
     refresh_tasks(spark, str(lake), spark.createDataFrame([("task-ghost",)], "task_id string"))
     assert table_content(lake) == incremental

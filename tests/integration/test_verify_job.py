@@ -150,7 +150,8 @@ def test_new_file_in_folder_is_the_only_one_ingested(
 def test_a_run_that_dies_between_the_commits_is_completed_by_the_next(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snap_spark.lake import DeltaRsLake, LakeError
+    from snap_spark.lake import LakeError
+    from snap_spark.lake.delta_rs import DeltaRsLake
 
     path = tmp_path / "in.jsonl"
     lines = [envelope(signed(id=f"m{i}")) for i in range(5)] + [envelope(signed(id="m0"))]

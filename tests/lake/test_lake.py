@@ -1,4 +1,6 @@
-"""The delta-rs Lake backend end to end: real Spark, real Delta tables, checked with delta-rs."""
+"""The delta-rs Lake backend end to end through the operations jobs use: Spark tasks write
+the Parquet files, :func:`commit_data_files` commits them (``add_files``, ``replace_files``,
+``replace_keys``); real Spark, real Delta tables, checked with delta-rs."""
 
 from __future__ import annotations
 
@@ -14,9 +16,21 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from snap_spark.lake import DeltaRsLake, Lake, LakeError, LakeSchemaError, get_lake
+from snap_spark.lake import (
+    Lake,
+    LakeError,
+    LakeSchemaError,
+    RowUpdates,
+    VersionConflict,
+    commit_data_files,
+    commit_rows,
+    get_lake,
+    to_arrow,
+)
 from snap_spark.lake.common import marker_write_id
-from tests.lake.helpers import delta_rows
+from snap_spark.lake.delta_rs import DeltaRsLake
+from snap_spark.lake.schema import nullable_schema
+from tests.lake.helpers import add_rows, delta_rows, parquet_names, write_files
 
 pytestmark = pytest.mark.spark
 
@@ -27,6 +41,8 @@ SCHEMA = (
     "id long, sender string, received_at timestamp, day date, score double, "
     "tags array<string>, meta struct<kind:string,size:int>"
 )
+TASKS = "task_id string, state string, updated_at timestamp, transitions int"
+AT = dt.datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def messages(spark: SparkSession, ids: range, day: dt.date | None = DAY1) -> DataFrame:
@@ -45,13 +61,34 @@ def messages(spark: SparkSession, ids: range, day: dt.date | None = DAY1) -> Dat
     return spark.createDataFrame(rows, SCHEMA)
 
 
+def task_rows(spark: SparkSession, rows: list[tuple[str, str, int, int]]) -> pa.RecordBatch:
+    """Task rows ``(task_id, state, seconds after AT, transitions)`` held on the driver."""
+    schema = to_arrow(spark.createDataFrame([], TASKS).schema)
+    return pa.RecordBatch.from_pylist(
+        [{"task_id": t, "state": s, "updated_at": AT + dt.timedelta(seconds=sec),
+          "transitions": n} for t, s, sec, n in rows], schema=schema)
+
+
+def task_keys(spark: SparkSession, ids: list[str]) -> DataFrame:
+    return spark.createDataFrame([(i,) for i in ids], "task_id string")
+
+
 @pytest.fixture(scope="module")
 def lake() -> DeltaRsLake:
     return DeltaRsLake()
 
 
-def ids_of(path: Path) -> list[int]:
+def ids_of(path: str | Path) -> list[int]:
     return [row["id"] for row in delta_rows(path, "select id from t order by id")]
+
+
+def stray_files(path: str | Path) -> set[str]:
+    """Parquet files in the table folder that no version of the table ever held (files
+    written for a commit that did not happen)."""
+    latest = DeltaTable(str(path)).version()
+    held = {Path(uri).name for version in range(latest + 1)
+            for uri in DeltaTable(str(path), version=version).file_uris()}
+    return parquet_names(path) - held
 
 
 def test_get_lake_picks_delta_rs_without_delta_jars(spark: SparkSession) -> None:
@@ -60,50 +97,59 @@ def test_get_lake_picks_delta_rs_without_delta_jars(spark: SparkSession) -> None
     assert isinstance(chosen, Lake)
 
 
-def test_append_creates_table_and_reads_back(
+def test_add_creates_the_table_with_its_schema_and_reads_back(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
     path = tmp_path / "messages"
     df = messages(spark, range(20)).repartition(2)
-    assert lake.append(df, str(path), app_id="ingest", version=0) is True
+    assert not lake.exists(str(path))
+    assert add_rows(spark, lake, path, df, app_id="ingest", version=0) is True
 
     table = DeltaTable(str(path))
     assert table.version() == 0
     assert table.transaction_version("ingest") == 0
     assert lake.exists(str(path)) and not lake.exists(str(tmp_path / "absent"))
+    assert json.loads(table.schema().to_json()) == json.loads(nullable_schema(df.schema).json())
     assert ids_of(path) == list(range(20))
     assert len(table.file_uris()) == 2  # one file per Spark task, one commit
     assert_df_equality(lake.read(spark, str(path)), df, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_same_txn_is_skipped_higher_version_appends(
+def test_same_txn_is_skipped_and_its_files_deleted(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "messages")
-    assert lake.append(messages(spark, range(5)), path, app_id="q", version=7)
-    # a replayed batch (same or older version) writes nothing, whatever its rows
-    assert lake.append(messages(spark, range(5)), path, app_id="q", version=7) is False
-    assert lake.append(messages(spark, range(100, 105)), path, app_id="q", version=3) is False
+    assert add_rows(spark, lake, path, messages(spark, range(5)), app_id="q", version=7)
+    # a replayed batch (same or older version) commits nothing, whatever its rows, and
+    # leaves none of its files behind
+    assert add_rows(spark, lake, path, messages(spark, range(5)), app_id="q", version=7) is False
+    assert add_rows(spark, lake, path, messages(spark, range(100, 105)), app_id="q",
+                    version=3) is False
     assert DeltaTable(path).version() == 0
+    assert stray_files(path) == set()
     # another app id has its own sequence
-    assert lake.append(messages(spark, range(5, 8)), path, app_id="other", version=0)
-    assert lake.append(messages(spark, range(8, 10)), path, app_id="q", version=8)
+    assert add_rows(spark, lake, path, messages(spark, range(5, 8)), app_id="other", version=0)
+    assert add_rows(spark, lake, path, messages(spark, range(8, 10)), app_id="q", version=8)
 
-    assert ids_of(Path(path)) == list(range(10))
+    assert ids_of(path) == list(range(10))
     assert lake.txn_version(path, "q") == 8
     assert lake.txn_version(path, "other") == 0
     assert lake.txn_version(path, "never") is None
     assert lake.txn_version(str(tmp_path / "absent"), "q") is None
 
 
-def test_partitioned_append_by_date(spark: SparkSession, lake: DeltaRsLake, tmp_path: Path) -> None:
+def test_partitioned_add_by_date(spark: SparkSession, lake: DeltaRsLake, tmp_path: Path) -> None:
     path = tmp_path / "raw"
     df = messages(spark, range(10), day=None)  # odd ids on DAY1, even on DAY2
-    assert lake.append(df, str(path), app_id="raw", version=0, partition_by=["day"])
-    # later appends may omit partition_by; a different one is refused
-    assert lake.append(messages(spark, range(10, 12)), str(path), app_id="raw", version=1)
-    with pytest.raises(LakeSchemaError, match="partitioned by"):
-        lake.append(df, str(path), app_id="raw", version=2, partition_by=["sender"])
+    assert add_rows(spark, lake, path, df, app_id="raw", version=0, partition_by=["day"])
+    assert add_rows(spark, lake, path, messages(spark, range(10, 12)), app_id="raw", version=1,
+                    partition_by=["day"])
+    # files of another partitioning (or none) are refused, and deleted
+    for other in (["sender"], []):
+        with pytest.raises(LakeSchemaError, match="partitioned by"):
+            add_rows(spark, lake, path, df, app_id="raw", version=2, partition_by=other)
+    assert DeltaTable(str(path)).version() == 1
+    assert stray_files(path) == set()
 
     table = DeltaTable(str(path))
     assert table.metadata().partition_columns == ["day"]
@@ -136,7 +182,7 @@ def test_odd_partition_values_round_trip(
     path = str(tmp_path / "odd")
     rows = [(n, v, n % 2 == 0) for n, v in enumerate(ODD_VALUES)]
     df = spark.createDataFrame(rows, "n long, src string, flag boolean")
-    assert lake.append(df, path, app_id="q", version=0, partition_by=["src", "flag"])
+    assert add_rows(spark, lake, path, df, app_id="q", version=0, partition_by=["src", "flag"])
 
     expected = [(n, v or None, n % 2 == 0) for n, v in enumerate(ODD_VALUES)]
     from_delta_rs = delta_rows(path, "select * from t order by n")
@@ -173,42 +219,110 @@ def test_read_partitions_laid_out_by_delta_rs(
     assert sorted((r.n, r.src, r.at) for r in back.collect()) == expected
 
 
-def test_merge_upserts_by_key(spark: SparkSession, lake: DeltaRsLake, tmp_path: Path) -> None:
+def test_commit_rows_replaces_the_rows_of_keys(spark: SparkSession, lake: DeltaRsLake,
+                                               tmp_path: Path) -> None:
+    """Rows held on the driver, committed with keys: the rows of those keys are replaced,
+    the others stay; a replayed transaction changes nothing and leaves no file behind."""
     path = str(tmp_path / "tasks")
-    schema = "task_id string, state string, updated_at timestamp, transitions int"
-    at = dt.datetime(2024, 5, 1, tzinfo=UTC)
-    first = spark.createDataFrame([("t1", "submitted", at, 0), ("t2", "working", at, 1)], schema)
-    lake.merge(first, path, ["task_id"])  # creates the table
+    schema = spark.createDataFrame([], TASKS).schema
 
-    later = at + dt.timedelta(seconds=5)
-    update = spark.createDataFrame(
-        [("t2", "completed", later, 2), ("t3", "submitted", later, 0)], schema
-    )
-    lake.merge(update, path, ["task_id"], app_id="fold", version=1)
-    # replaying the same merge is skipped
-    stale = spark.createDataFrame([("t2", "failed", later, 9)], schema)
-    lake.merge(stale, path, ["task_id"], app_id="fold", version=1)
+    def commit(rows: list[tuple[str, str, int, int]], keys: list[str] | None,
+               version: int, app_id: str = "fold") -> bool:
+        return commit_rows(spark, lake, path, lake.data_root(path, str(tmp_path / "staging")),
+                           task_rows(spark, rows), schema=schema, file_prefix="part-t",
+                           app_id=app_id, version=version,
+                           keys=None if keys is None else task_keys(spark, keys))
 
-    table = DeltaTable(path)
-    got = {r["task_id"]: (r["state"], r["transitions"]) for r in delta_rows(path)}
-    assert got == {"t1": ("submitted", 0), "t2": ("completed", 2), "t3": ("submitted", 0)}
-    assert table.transaction_version("fold") == 1
+    # keys on a table not there yet: the table is created with the rows
+    assert commit([("t1", "submitted", 0, 0), ("t2", "working", 0, 1)], ["t1", "t2"], 0)
+    assert commit([("t2", "completed", 5, 2), ("t3", "submitted", 5, 0)], ["t2", "t3"], 1)
+    # replaying the same transaction, even with other rows, changes nothing
+    assert commit([("t2", "failed", 9, 9)], ["t2"], 1) is False
+    assert stray_files(path) == set()
+
+    got = {r["task_id"]: (r["state"], r["transitions"], r["updated_at"])
+           for r in delta_rows(path)}
+    assert got == {"t1": ("submitted", 0, AT),
+                   "t2": ("completed", 2, AT + dt.timedelta(seconds=5)),
+                   "t3": ("submitted", 0, AT + dt.timedelta(seconds=5))}
+    assert DeltaTable(path).transaction_version("fold") == 1
     assert [h["operation"] for h in lake.history(path)][:1] == ["MERGE"]
+    # a key with no new row loses its rows; without keys the rows are appended
+    assert commit([], ["t1"], 2)
+    assert commit([("t4", "working", 6, 1)], None, 0, app_id="other")
+    assert sorted(r["task_id"] for r in delta_rows(path)) == ["t2", "t3", "t4"]
 
-    with pytest.raises(LakeError, match="several rows"):
-        lake.merge(update.unionByName(update), path, ["task_id"])
-    with pytest.raises(LakeSchemaError, match="missing columns"):
-        lake.merge(update.drop("transitions"), path, ["task_id"])
-    with pytest.raises(ValueError, match="both app_id and version"):
-        lake.merge(update, path, ["task_id"], app_id="fold")
+    before = DeltaTable(path).version()
+    with pytest.raises(LakeSchemaError):  # keys must be columns of the table
+        commit_rows(spark, lake, path, path, task_rows(spark, [("t2", "x", 1, 1)]),
+                    schema=schema, file_prefix="part-t", app_id="fold", version=3,
+                    keys=spark.createDataFrame([("t2",)], "nope string"))
+    assert DeltaTable(path).version() == before
+    assert stray_files(path) == set()
+
+
+def test_replace_and_updates_in_one_commit(spark: SparkSession, lake: DeltaRsLake,
+                                           tmp_path: Path) -> None:
+    """``replace`` swaps every row of the table in one commit; an add with ``updates``
+    rewrites the rows they name in the same commit as its files."""
+    path = str(tmp_path / "messages")
+    assert add_rows(spark, lake, path, messages(spark, range(6)), app_id="q", version=0)
+    root, files = write_files(lake, path, messages(spark, range(100, 103)))
+    schema = messages(spark, range(0)).schema
+    assert commit_data_files(spark, lake, path, root, files, schema=schema, app_id="swap",
+                             version=1, replace=True)
+    assert ids_of(path) == [100, 101, 102]
+    assert lake.read(spark, path, version=0).count() == 6  # earlier versions stay readable
+    root, files = write_files(lake, path, messages(spark, range(0, 3)))
+    assert not commit_data_files(spark, lake, path, root, files, schema=schema, app_id="swap",
+                                 version=1, replace=True)
+    assert ids_of(path) == [100, 101, 102] and stray_files(path) == set()
+
+    updates = RowUpdates(pa.table({"id": [101], "score": [-1.0]}), ("id",))
+    root, files = write_files(lake, path, messages(spark, range(103, 104)))
+    assert commit_data_files(spark, lake, path, root, files, schema=schema, app_id="q",
+                             version=1, updates=updates)
+    got = {r["id"]: r["score"] for r in delta_rows(path, "select id, score from t")}
+    assert got == {100: 50.0, 101: -1.0, 102: 51.0, 103: 51.5}
+    assert DeltaTable(path).version() == 2  # files and update in one commit
+
+
+def test_a_version_conflict_keeps_the_files_for_the_retry(
+    spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
+) -> None:
+    """Decided against a version another writer has moved past: nothing is committed and
+    the files stay, for the caller to decide again and commit them; every other failure
+    deletes them."""
+    path = str(tmp_path / "messages")
+    schema = messages(spark, range(0)).schema
+    assert add_rows(spark, lake, path, messages(spark, range(2)), app_id="a", version=0)
+    root, files = write_files(lake, path, messages(spark, range(2, 4)))
+    assert add_rows(spark, lake, path, messages(spark, range(4, 5)), app_id="b", version=0)
+    with pytest.raises(VersionConflict):
+        commit_data_files(spark, lake, path, root, files, schema=schema, app_id="c",
+                          version=0, read_version=0)
+    assert {Path(f.path).name for f in files} <= parquet_names(path)  # kept
+    assert commit_data_files(spark, lake, path, root, files, schema=schema, app_id="c",
+                             version=0, read_version=1)
+    assert ids_of(path) == [0, 1, 2, 3, 4]
+
+    root, files = write_files(lake, path, messages(spark, range(5, 6)))
+    with pytest.raises(ValueError, match="not both"):
+        commit_data_files(spark, lake, path, root, files, schema=schema, app_id="d",
+                          version=0, replace=True, keys=spark.createDataFrame([(1,)], "id long"))
+    with pytest.raises(ValueError, match="with an add"):
+        commit_data_files(spark, lake, path, root, files, schema=schema, app_id="d",
+                          version=0, replace=True, read_version=2)
+    assert stray_files(path) == set() and DeltaTable(path).version() == 2
 
 
 def test_read_old_version_and_history(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "messages")
-    assert lake.append(messages(spark, range(3)), path, app_id="q", version=0)
-    assert lake.append(messages(spark, range(3, 6)), path, app_id="q", version=1)
+    assert add_rows(spark, lake, path, messages(spark, range(3)), app_id="q", version=0)
+    assert add_rows(spark, lake, path, messages(spark, range(3, 6)), app_id="q", version=1,
+                    commit_info={"job": "test"})
 
     assert sorted(r.id for r in lake.read(spark, path, version=0).collect()) == [0, 1, 2]
     assert lake.read(spark, path).count() == 6
@@ -219,13 +333,17 @@ def test_read_old_version_and_history(
     assert all(isinstance(h["timestamp"], int) for h in history)
     markers = [json.loads(h["userMetadata"]) for h in history]
     assert [(m["appId"], m["txnVersion"]) for m in markers] == [("q", 1), ("q", 0)]
+    assert markers[0]["info"] == {"job": "test"}
     assert all(marker_write_id(h["userMetadata"]) for h in history)
 
 
 def test_tables_are_plain_delta(spark: SparkSession, lake: DeltaRsLake, tmp_path: Path) -> None:
     path = tmp_path / "messages"
-    assert lake.append(messages(spark, range(3)), str(path), app_id="q", version=0)
-    lake.merge(messages(spark, range(2, 4)), str(path), ["id"])
+    assert add_rows(spark, lake, path, messages(spark, range(3)), app_id="q", version=0)
+    # the rows of ids 2 and 3 replaced (a merge that rewrites a file)
+    assert add_rows(spark, lake, path, messages(spark, range(2, 4)), app_id="q", version=1,
+                    keys=spark.createDataFrame([(2,), (3,)], "id long"))
+    assert ids_of(path) == [0, 1, 2, 3]
 
     table = DeltaTable(str(path))
     protocol = table.protocol()
@@ -237,6 +355,7 @@ def test_tables_are_plain_delta(spark: SparkSession, lake: DeltaRsLake, tmp_path
         for commit in sorted((path / "_delta_log").glob("*.json"))
         for line in commit.read_text().splitlines()
     ]
+    assert any("remove" in a for a in actions)  # the merge did rewrite
     assert not any("deletionVector" in json.dumps(a) for a in actions)
     assert all(a["add"]["stats"] for a in actions if "add" in a)
 
@@ -247,7 +366,7 @@ def test_timestamps_round_trip_as_utc_microseconds(
     path = tmp_path / "events"
     moment = dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
     df = spark.createDataFrame([(1, moment)], "id int, at timestamp")
-    assert lake.append(df, str(path), app_id="q", version=0)
+    assert add_rows(spark, lake, path, df, app_id="q", version=0)
 
     (data_file,) = DeltaTable(str(path)).file_uris()
     assert pq.read_schema(data_file).field("at").type == pa.timestamp("us", tz="UTC")
@@ -262,96 +381,71 @@ def test_timestamps_round_trip_as_utc_microseconds(
     assert back is not None and back["us"] == (moment - EPOCH) // dt.timedelta(microseconds=1)
 
 
-def test_empty_append_commits_only_the_transaction(
+def test_empty_commit_records_only_the_transaction(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
-    """An empty batch still advances the app transaction (and creates the table with its
-    schema), so a replay of it is skipped like any other batch."""
+    """No files still commits the app transaction (and creates the table with its schema
+    and partitioning), so a replay of it is skipped like any other batch."""
     path = str(tmp_path / "messages")
     empty = messages(spark, range(0))
-    assert lake.append(empty, path, app_id="q", version=0, partition_by=["day"])
+    assert add_rows(spark, lake, path, empty, app_id="q", version=0, partition_by=["day"])
     table = DeltaTable(path)
     assert (table.version(), table.transaction_version("q"), table.file_uris()) == (0, 0, [])
     assert table.metadata().partition_columns == ["day"]
     back = lake.read(spark, path)
     assert back.count() == 0 and back.columns == empty.columns
 
-    assert lake.append(empty, path, app_id="q", version=0) is False
-    assert lake.append(empty, path, app_id="q", version=1)
+    def commit(version: int) -> bool:
+        return commit_data_files(spark, lake, path, path, [], schema=empty.schema,
+                                 partition_by=["day"], app_id="q", version=version)
+
+    assert commit(0) is False
+    assert commit(1)
     assert DeltaTable(path).version() == 1
 
 
-def test_schema_mismatch_is_refused_before_writing(
+def test_schema_mismatch_is_refused_and_the_files_deleted(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
+    """Files of other columns or types are refused before anything is committed, and
+    deleted; the same transaction commits when tried again with fitting files."""
     path = str(tmp_path / "messages")
-    assert lake.append(messages(spark, range(2)), path, app_id="q", version=0)
+    assert add_rows(spark, lake, path, messages(spark, range(2)), app_id="q", version=0)
     wider = messages(spark, range(2, 4)).withColumn("extra", F.lit(1))
     with pytest.raises(LakeSchemaError, match=r"columns not in the table \['extra'\]"):
-        lake.append(wider, path, app_id="q", version=1)
+        add_rows(spark, lake, path, wider, app_id="q", version=1)
     retyped = messages(spark, range(2, 4)).withColumn("score", F.col("score").cast("string"))
     with pytest.raises(LakeSchemaError, match="'score' is string"):
-        lake.append(retyped, path, app_id="q", version=1)
+        add_rows(spark, lake, path, retyped, app_id="q", version=1)
+    assert DeltaTable(path).version() == 0 and lake.txn_version(path, "q") == 0
+    assert stray_files(path) == set()
     # column order does not matter
     shuffled = messages(spark, range(2, 4)).select(
         "meta", "id", "day", "score", "tags", "received_at", "sender"
     )
-    assert lake.append(shuffled, path, app_id="q", version=1)
-    assert ids_of(Path(path)) == [0, 1, 2, 3]
-    with pytest.raises(LakeSchemaError, match="timestamp_ntz"):
-        lake.append(
-            spark.sql("select timestamp_ntz'2024-01-01 00:00:00' as t"),
-            str(tmp_path / "ntz"),
-            app_id="q",
-            version=0,
-        )
+    assert add_rows(spark, lake, path, shuffled, app_id="q", version=1)
+    assert ids_of(path) == [0, 1, 2, 3]
+    assert_df_equality(lake.read(spark, path), messages(spark, range(4)), ignore_row_order=True,
+                       ignore_nullable=True)
 
 
-def test_failed_job_commits_nothing(spark: SparkSession, lake: DeltaRsLake, tmp_path: Path) -> None:
-    """A failing task deletes its own files and the job commits nothing, so the same
-    transaction can be retried. (Files of other tasks still running when Spark aborts a job
-    can stay behind unreferenced, as with delta-spark; VACUUM removes them.)"""
-    path = tmp_path / "messages"
-    assert lake.append(messages(spark, range(4)), str(path), app_id="q", version=0)
-    before = {p.name for p in path.rglob("*.parquet")}
-
-    @F.udf("long")
-    def explode_on_seven(value: int) -> int:
-        if value == 7:
-            raise ValueError("boom")
-        return value
-
-    batch = messages(spark, range(4, 10)).coalesce(1)
-    with pytest.raises(Exception, match="boom"):
-        lake.append(
-            batch.withColumn("id", explode_on_seven("id")), str(path), app_id="q", version=1
-        )
-
-    assert DeltaTable(str(path)).version() == 0
-    assert lake.txn_version(str(path), "q") == 0
-    assert {p.name for p in path.rglob("*.parquet")} == before
-    assert lake.append(batch, str(path), app_id="q", version=1)
-    assert ids_of(path) == list(range(10))
-
-
-def test_refuses_streaming_frames_and_missing_tables(
-    spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
-) -> None:
-    stream = spark.readStream.format("rate").load()
-    with pytest.raises(LakeError, match="foreachBatch"):
-        lake.append(stream, str(tmp_path / "s"), app_id="q", version=0)
+def test_refuses_missing_tables(lake: DeltaRsLake, spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(LakeError, match="no Delta table"):
         lake.read(spark, str(tmp_path / "absent"))
     with pytest.raises(LakeError, match="no Delta table"):
         lake.history(str(tmp_path / "absent"))
+    with pytest.raises(LakeError, match="table folder"):  # delta-rs commits in place only
+        commit_data_files(spark, lake, str(tmp_path / "t"), str(tmp_path / "elsewhere"), [],
+                          schema=messages(spark, range(0)).schema, app_id="q", version=0)
+    assert not lake.exists(str(tmp_path / "t"))
 
 
 def test_distinct_values_of_a_column(spark: SparkSession, lake: DeltaRsLake,
                                      tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     assert lake.distinct_values(spark, path, "sender") == set()  # no table yet
-    lake.append(messages(spark, range(12), day=None), path, app_id="a", version=1,
-                partition_by=["day"])
+    add_rows(spark, lake, path, messages(spark, range(12), day=None), app_id="a", version=1,
+             partition_by=["day"])
     expected = {r["sender"] for r in messages(spark, range(12)).collect()}
     assert None in expected and len(expected) == 4
     assert lake.distinct_values(spark, path, "sender") == expected

@@ -22,8 +22,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from snap_spark.lake import DeltaRsLake, Lake, LakeSchemaError, PartitionedFileWriter, to_arrow
+from snap_spark.lake import Lake, LakeSchemaError, PartitionedFileWriter, to_arrow
 from snap_spark.lake.common import marker_write_id
+from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.files import DataFile
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts
 
