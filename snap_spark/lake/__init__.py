@@ -103,10 +103,19 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
             extension.
 
     Examples:
-        >>> get_lake(spark).name  # doctest: +SKIP
-        'delta-spark'
-        >>> get_lake(spark, backend="delta-rs").name  # doctest: +SKIP
+        On a session that loads Delta's extension but sets ``spark.snap.lake.backend``
+        to ``delta-rs`` (as the tests' session does):
+
+        >>> from snap_spark.session import has_delta_spark
+        >>> has_delta_spark(spark), spark.conf.get(LAKE_BACKEND_CONF)
+        (True, 'delta-rs')
+        >>> get_lake(spark).name
         'delta-rs'
+        >>> get_lake(spark, backend="auto").name, get_lake(spark, backend="delta-spark").name
+        ('delta-spark', 'delta-spark')
+        >>> get_lake(spark, backend="iceberg")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        snap_spark.lake.api.LakeError: unknown Delta backend 'iceberg' ...
     """
     from snap_spark.lake.delta_rs import DeltaRsLake
     from snap_spark.lake.delta_spark import DeltaSparkLake

@@ -99,8 +99,13 @@ def read_table(spark: SparkSession, uri: str, version: int | None = None) -> Dat
     """Read a Delta table snapshot with Spark from the files delta-rs lists.
 
     Examples:
-        >>> read_table(spark, "/lake/messages", version=3).count()  # doctest: +SKIP
-        1000
+        >>> import pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = str(tmp / "counts")
+        >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
+        >>> write_deltalake(path, pa.table({"id": ["c"], "n": [3]}), mode="append")
+        >>> read_table(spark, path).count(), read_table(spark, path, version=0).count()
+        (3, 2)
     """
     import pyarrow as pa
 
@@ -226,9 +231,16 @@ def read_data_files(spark: SparkSession, files: Sequence[str], schema: StructTyp
     (Spark's Hadoop layer may have no filesystem for ``s3://``).
 
     Examples:
-        >>> read_data_files(spark, ["s3://bkt/lake/_staging/r1/c-0.parquet"], schema)
-        ... # doctest: +SKIP
-        DataFrame[sender: string, ...]
+        >>> import pyarrow as pa
+        >>> import pyarrow.parquet as pq
+        >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+        >>> schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
+        >>> pq.write_table(pa.table({"id": ["a", "b"], "n": [1, 2]}), str(tmp / "c-0.parquet"))
+        >>> pq.write_table(pa.table({"n": [3], "id": ["c"]}), str(tmp / "c-1.parquet"))
+        >>> df = read_data_files(spark, [str(tmp / "c-0.parquet"), str(tmp / "c-1.parquet")],
+        ...                      schema)
+        >>> sorted(df.collect())  # the columns in the schema's order, whatever the file's
+        [Row(id='a', n=1), Row(id='b', n=2), Row(id='c', n=3)]
     """
     return _read_through_storage(spark, schema, [], files, [()] * len(files))
 
@@ -349,8 +361,11 @@ class DeltaRsLake:
         """Read the table (at ``version``) with Spark; see :func:`read_table`.
 
         Examples:
-            >>> lake.read(spark, "/lake/tasks").count()  # doctest: +SKIP
-            42
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> write_deltalake(str(tmp / "counts"), pa.table({"id": ["a", "b"], "n": [1, 2]}))
+            >>> DeltaRsLake().read(spark, str(tmp / "counts")).orderBy("id").collect()
+            [Row(id='a', n=1), Row(id='b', n=2)]
         """
         return read_table(spark, table_uri(path), version)
 
@@ -358,8 +373,13 @@ class DeltaRsLake:
         """Commit infos, newest first (delta-rs already uses the normalised keys).
 
         Examples:
-            >>> [h["operation"] for h in lake.history("/lake/tasks")]  # doctest: +SKIP
-            ['MERGE', 'WRITE', 'CREATE TABLE']
+            >>> import pyarrow as pa
+            >>> from deltalake import DeltaTable, write_deltalake
+            >>> path = str(tmp / "counts")
+            >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
+            >>> _ = DeltaTable(path).delete("n = 1")
+            >>> [(h["version"], h["operation"]) for h in DeltaRsLake().history(path)]
+            [(1, 'DELETE'), (0, 'WRITE')]
         """
         table = open_table(table_uri(path))
         if table is None:
@@ -370,8 +390,14 @@ class DeltaRsLake:
         """Latest transaction version of ``app_id`` (``None``: none yet, or no table).
 
         Examples:
-            >>> lake.txn_version("/lake/messages", "ingest")  # doctest: +SKIP
-            4
+            >>> import pyarrow as pa
+            >>> from deltalake import CommitProperties, Transaction, write_deltalake
+            >>> path = str(tmp / "messages")
+            >>> write_deltalake(path, pa.table({"n": [1]}), commit_properties=CommitProperties(
+            ...     app_transactions=[Transaction("ingest", 4)]))
+            >>> lake = DeltaRsLake()
+            >>> lake.txn_version(path, "ingest"), lake.txn_version(path, "other")
+            (4, None)
         """
         return read_txn_version(table_uri(path), app_id)
 
@@ -426,9 +452,23 @@ class DeltaRsLake:
         values, and the commit removes the old file.
 
         Examples:
-            >>> lake.add_files(spark, "/lake/raw", "/lake/raw", files, schema=schema,
-            ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
+            >>> import pyarrow as pa
+            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+            >>> schema = StructType([StructField("id", StringType()),
+            ...                      StructField("n", LongType())])
+            >>> lake, path = DeltaRsLake(), str(tmp / "counts")
+            >>> root = lake.data_root(path, str(tmp / "_staging"))  # the table folder
+            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])  # a task's work
+            >>> writer.write(pa.record_batch({"id": ["a", "b"], "n": [1, 2]}))
+            >>> files = writer.close()
+            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
+            ...                app_id="run1", version=1)
             True
+            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
+            ...                app_id="run1", version=1)  # committed already: nothing added
+            False
+            >>> lake.txn_version(path, "run1"), lake.read(spark, path).count()
+            (1, 2)
         """
         return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
                                 commit_info, replace=False, updates=updates,
@@ -477,10 +517,24 @@ class DeltaRsLake:
         must fit in driver memory (the rows of the keys replaced, not the table).
 
         Examples:
-            >>> lake.replace_keys(spark, "/lake/tasks", "/lake/tasks", files, keys=ids,
-            ...                   schema=TASKS, partition_by=[], app_id="refresh",
-            ...                   version=1)  # doctest: +SKIP
+            >>> import pyarrow as pa
+            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+            >>> schema = StructType([StructField("id", StringType()),
+            ...                      StructField("n", LongType())])
+            >>> lake, path = DeltaRsLake(), str(tmp / "counts")
+            >>> def write(ids, ns):  # Parquet files in the table folder, as tasks write them
+            ...     writer = PartitionedFileWriter(path, to_arrow(schema), [])
+            ...     writer.write(pa.record_batch({"id": ids, "n": ns}))
+            ...     return writer.close()
+            >>> lake.add_files(spark, path, path, write(["a", "b", "c"], [1, 2, 3]),
+            ...                schema=schema, partition_by=[], app_id="load", version=1)
             True
+            >>> keys = spark.createDataFrame([("a",), ("b",)], "id string")
+            >>> lake.replace_keys(spark, path, path, write(["b"], [20]), keys=keys,
+            ...                   schema=schema, partition_by=[], app_id="refresh", version=1)
+            True
+            >>> sorted(lake.read(spark, path).collect())  # b replaced; a has no new row: gone
+            [Row(id='b', n=20), Row(id='c', n=3)]
         """
         from deltalake.transaction import CommitProperties, Transaction
 

@@ -1,22 +1,26 @@
 """The delta-spark backend: Delta Lake's own Spark integration (``delta-spark``).
 
-Chosen by :func:`snap_spark.lake.get_lake` when ``io.delta.sql.DeltaSparkSessionExtension``
-is loaded (Delta's JARs cached by ``make setup``, see :mod:`snap_spark.maven_jars`, or a
-cluster's own). Files written in the folder of a plain table (protocol 1/2, no features:
-every table snap-spark creates) are committed in place through the delta-rs commit
-(:func:`commits_in_place`). Files staged elsewhere go in through Delta's own writer: an
-append (or overwrite) with Delta's idempotent writes (``txnAppId``/``txnVersion`` writer
-options: Delta skips the write, before computing it, when the table already has that
-transaction), or a ``DeltaTable.merge`` with the same transaction set through Delta's session
-settings ``spark.databricks.delta.write.txnAppId``/``txnVersion``; reads use ``versionAsOf``.
+Chosen by :func:`snap_spark.lake.get_lake` (backend ``auto``, or ``delta-spark``) when
+``io.delta.sql.DeltaSparkSessionExtension`` is loaded (Delta's JARs cached by ``make setup``,
+see :mod:`snap_spark.maven_jars`, or a cluster's own). Files written in the folder of a plain
+table (protocol 1/2, no features: every table snap-spark creates) are committed in place
+through the delta-rs commit (:func:`commits_in_place`). Files staged elsewhere go in through
+Delta's own writer: an append (or overwrite) with Delta's idempotent writes
+(``txnAppId``/``txnVersion`` writer options: Delta skips the write, before computing it, when
+the table already has that transaction), or a ``DeltaTable.merge`` with the same transaction
+set through Delta's session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion``;
+reads use ``versionAsOf``.
 
-Only app transaction versions are read with delta-rs (delta-spark has no Python API for
-them): ``txn_version``, and the replay check that lets a replayed merge skip its work.
-delta-rs reads any plain Delta table at a path it understands (local, ``s3://`` / ``s3a://``,
-``gs://``, ``abfss://``; credentials from the environment).
+Besides those commits, delta-rs reads a few things on the driver, with no Spark job: app
+transaction versions, which delta-spark has no Python API for (``txn_version``, and the
+replay check that lets a replayed merge skip its work), a table's protocol
+(:func:`commits_in_place`) and its latest version (the ``read_version`` check of
+:meth:`DeltaSparkLake.add_files`). delta-rs reads any plain Delta table at a path it
+understands (local, ``s3://`` / ``s3a://``, ``gs://``, ``abfss://``; credentials from the
+environment).
 
-Building the backend sets ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` on the
-session, so Delta writes timestamps as microsecond UTC rather than Spark's default INT96.
+Building the backend sets ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS`` on a
+session left at Spark's default (INT96), so Delta writes timestamps as microsecond UTC.
 
 It behaves as the delta-rs backend does where Delta alone would differ: a partitioning that
 does not match the table and a missing table are refused with :class:`LakeError` before
@@ -81,11 +85,12 @@ class DeltaSparkLake:
     """:class:`~snap_spark.lake.Lake` backend on delta-spark (sessions with Delta's JARs).
 
     Examples:
-        >>> lake = DeltaSparkLake(spark)  # doctest: +SKIP
-        >>> lake.add_files(spark, "s3a://lake/messages", root, files, schema=MESSAGES,
-        ...                partition_by=["event_date"], app_id=run_id, version=1)
-        ... # doctest: +SKIP
-        True
+        On a session with Delta's extension (:func:`snap_spark.lake.get_lake` picks it
+        there unless told otherwise); building it makes Spark write microsecond timestamps:
+
+        >>> lake = DeltaSparkLake(spark)
+        >>> lake.name, spark.conf.get(TIMESTAMP_TYPE_CONF)
+        ('delta-spark', 'TIMESTAMP_MICROS')
     """
 
     name = "delta-spark"
@@ -99,8 +104,14 @@ class DeltaSparkLake:
         """``spark.read.format("delta")``, with ``versionAsOf`` when ``version`` is given.
 
         Examples:
-            >>> lake.read(spark, "/lake/tasks", version=0).count()  # doctest: +SKIP
-            0
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> path = str(tmp / "counts")
+            >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
+            >>> write_deltalake(path, pa.table({"id": ["c"], "n": [3]}), mode="append")
+            >>> lake = DeltaSparkLake(spark)
+            >>> lake.read(spark, path).count(), lake.read(spark, path, version=0).count()
+            (3, 2)
         """
         from delta.tables import DeltaTable
 
@@ -115,8 +126,16 @@ class DeltaSparkLake:
         """``DeltaTable.history()``, newest first, ``timestamp`` as ms since the epoch.
 
         Examples:
-            >>> lake.history("/lake/tasks")[0]["operation"]  # doctest: +SKIP
-            'MERGE'
+            >>> import pyarrow as pa
+            >>> from deltalake import DeltaTable, write_deltalake
+            >>> path = str(tmp / "counts")
+            >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
+            >>> _ = DeltaTable(path).delete("n = 1")
+            >>> history = DeltaSparkLake(spark).history(path)
+            >>> [(h["version"], h["operation"]) for h in history]
+            [(1, 'DELETE'), (0, 'WRITE')]
+            >>> type(history[0]["timestamp"])
+            <class 'int'>
         """
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
@@ -138,8 +157,14 @@ class DeltaSparkLake:
         """Latest app transaction version of ``app_id``, read with delta-rs.
 
         Examples:
-            >>> lake.txn_version("/lake/messages", "ingest")  # doctest: +SKIP
-            4
+            >>> import pyarrow as pa
+            >>> from deltalake import CommitProperties, Transaction, write_deltalake
+            >>> path = str(tmp / "messages")
+            >>> write_deltalake(path, pa.table({"n": [1]}), commit_properties=CommitProperties(
+            ...     app_transactions=[Transaction("ingest", 4)]))
+            >>> lake = DeltaSparkLake(spark)
+            >>> lake.txn_version(path, "ingest"), lake.txn_version(path, "other")
+            (4, None)
         """
         return read_txn_version(table_uri(path), app_id)
 
@@ -147,8 +172,12 @@ class DeltaSparkLake:
         """``DeltaTable.isDeltaTable`` for ``path``.
 
         Examples:
-            >>> lake.exists("/lake/tasks")  # doctest: +SKIP
-            True
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> write_deltalake(str(tmp / "tasks"), pa.table({"n": [1]}))
+            >>> lake = DeltaSparkLake(spark)
+            >>> lake.exists(str(tmp / "tasks")), lake.exists(str(tmp / "nothing"))
+            (True, False)
         """
         from delta.tables import DeltaTable
 
@@ -158,8 +187,13 @@ class DeltaSparkLake:
         """Distinct values of ``column`` through Spark; see :meth:`Lake.distinct_values`.
 
         Examples:
-            >>> lake.distinct_values(spark, "/lake/raw_messages", "file_key")  # doctest: +SKIP
-            {'4f0c...', '9a1e...'}
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> path = str(tmp / "raw_messages")
+            >>> write_deltalake(path, pa.table({"file_key": ["k1", "k2", "k1"],
+            ...                                 "line_no": [1, 1, 2]}))
+            >>> sorted(DeltaSparkLake(spark).distinct_values(spark, path, "file_key"))
+            ['k1', 'k2']
         """
         if not self.exists(path):
             return set()
@@ -175,9 +209,20 @@ class DeltaSparkLake:
         ``staging``, from which Delta's own writer copies the rows into the table.
 
         Examples:
-            >>> DeltaSparkLake.data_root(lake, "/lake/messages", "/lake/_staging/r1")
-            ... # doctest: +SKIP
-            'file:///lake/messages'
+            No table yet (or a plain one): the table folder itself.
+
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> lake, staging = DeltaSparkLake(spark), str(tmp / "_staging" / "r1")
+            >>> lake.data_root(str(tmp / "messages"), staging) == table_uri(str(tmp / "messages"))
+            True
+
+            A table with change data feed on (writer protocol 4) is written by Delta:
+
+            >>> write_deltalake(str(tmp / "feed"), pa.table({"n": [1]}),
+            ...                 configuration={"delta.enableChangeDataFeed": "true"})
+            >>> lake.data_root(str(tmp / "feed"), staging)  # doctest: +ELLIPSIS
+            '.../_staging/r1/feed-...'
         """
         if commits_in_place(path):
             return table_uri(path)
@@ -208,9 +253,26 @@ class DeltaSparkLake:
         updates' partitions).
 
         Examples:
-            >>> lake.add_files(spark, "/lake/raw", root, files, schema=schema,
-            ...                partition_by=[], app_id="run", version=1)  # doctest: +SKIP
+            Files staged outside the table folder, appended by Delta's own writer:
+
+            >>> import pyarrow as pa
+            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+            >>> from snap_spark.lake import PartitionedFileWriter, to_arrow
+            >>> schema = StructType([StructField("id", StringType()),
+            ...                      StructField("n", LongType())])
+            >>> lake, path = DeltaSparkLake(spark), str(tmp / "counts")
+            >>> root = str(tmp / "_staging" / "counts-1")
+            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])  # a task's work
+            >>> writer.write(pa.record_batch({"id": ["a", "b"], "n": [1, 2]}))
+            >>> files = writer.close()
+            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
+            ...                app_id="run1", version=1)
             True
+            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
+            ...                app_id="run1", version=1)  # committed already: nothing added
+            False
+            >>> lake.read(spark, path).count()
+            2
         """
         if _in_place(path, root):
             return _in_place_lake().add_files(
@@ -282,10 +344,25 @@ class DeltaSparkLake:
         appending the staged rows.
 
         Examples:
-            >>> lake.replace_keys(spark, "/lake/tasks", root, files, keys=ids, schema=TASKS,
+            >>> import pyarrow as pa
+            >>> from deltalake import write_deltalake
+            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+            >>> from snap_spark.lake import PartitionedFileWriter, to_arrow
+            >>> schema = StructType([StructField("id", StringType()),
+            ...                      StructField("n", LongType())])
+            >>> lake, path = DeltaSparkLake(spark), str(tmp / "counts")
+            >>> write_deltalake(path, pa.table({"id": ["a", "b", "c"], "n": [1, 2, 3]}))
+            >>> root = str(tmp / "_staging" / "counts-1")
+            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])
+            >>> writer.write(pa.record_batch({"id": ["b"], "n": [20]}))
+            >>> keys = spark.createDataFrame([("a",), ("b",)], "id string")
+            >>> lake.replace_keys(spark, path, root, writer.close(), keys=keys, schema=schema,
             ...                   partition_by=[], app_id="refresh", version=1)
-            ... # doctest: +SKIP
             True
+            >>> sorted(lake.read(spark, path).collect())  # b replaced; a has no new row: gone
+            [Row(id='b', n=20), Row(id='c', n=3)]
+            >>> lake.history(path)[0]["operation"]
+            'MERGE'
         """
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
@@ -447,9 +524,16 @@ def staged_frame(
     DataFrame with ``schema``'s columns in order; empty when there are no files.
 
     Examples:
-        >>> staged_frame(spark, "/lake/_staging/r1/messages-1a2b", files, MESSAGES).count()
-        ... # doctest: +SKIP
-        2000
+        >>> import datetime as dt
+        >>> import pyarrow as pa
+        >>> from pyspark.sql.types import DateType, LongType, StructField, StructType
+        >>> from snap_spark.lake import PartitionedFileWriter, to_arrow
+        >>> schema = StructType([StructField("n", LongType()), StructField("day", DateType())])
+        >>> root = str(tmp / "_staging" / "counts-1")
+        >>> writer = PartitionedFileWriter(root, to_arrow(schema), ["day"])
+        >>> writer.write(pa.record_batch({"n": [1, 2], "day": [dt.date(2024, 5, 1)] * 2}))
+        >>> sorted(staged_frame(spark, root, writer.close(), schema).collect())
+        [Row(n=1, day=datetime.date(2024, 5, 1)), Row(n=2, day=datetime.date(2024, 5, 1))]
     """
     paths = [f"{root.rstrip('/')}/{f.path}" for f in files]
     if not paths:

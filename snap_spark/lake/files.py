@@ -289,9 +289,23 @@ class PartitionedFileWriter:
     :meth:`discard` to delete whatever was written.
 
     Examples:
-        >>> writer = PartitionedFileWriter("/lake/t", schema, ["day"])  # doctest: +SKIP
-        >>> writer.write(batch)  # doctest: +SKIP
-        >>> files = writer.close()  # doctest: +SKIP
+        >>> schema = pa.schema([("day", pa.date32()), ("n", pa.int64())])
+        >>> writer = PartitionedFileWriter(str(tmp / "t"), schema, ["day"])
+        >>> may1, may2 = dt.date(2024, 5, 1), dt.date(2024, 5, 2)
+        >>> writer.write(pa.record_batch({"day": [may1, may2, may1], "n": [1, 2, 3]}))
+        >>> files = sorted(writer.close(), key=lambda f: f.path)  # one file per day
+        >>> [(f.path.split("/")[0], f.partition_values, f.num_records) for f in files]
+        [('day=2024-05-01', {'day': '2024-05-01'}, 2), ('day=2024-05-02', {'day': '2024-05-02'}, 1)]
+        >>> json.loads(files[0].stats)["maxValues"]  # the data columns' statistics
+        {'n': 3}
+
+        After a failure, :meth:`discard` deletes what the writer wrote:
+
+        >>> writer = PartitionedFileWriter(str(tmp / "u"), schema, ["day"])
+        >>> writer.write(pa.record_batch({"day": [may1], "n": [1]}))
+        >>> writer.discard()
+        >>> [p for p in (tmp / "u").rglob("*") if p.is_file()]
+        []
     """
 
     def __init__(
@@ -451,10 +465,17 @@ def read_data_file(
     table later) is null; other columns are cast to the table's types.
 
     Examples:
-        >>> for batch in read_data_file("s3://bkt/lake/t/day=2024-05-01/part-0.parquet",
-        ...                             schema, {"day": dt.date(2024, 5, 1)}):  # doctest: +SKIP
-        ...     print(batch.num_rows)
-        1000
+        A file written before the table gained a ``note`` column, in partition
+        ``day=2024-05-01`` (data files hold no partition column):
+
+        >>> pq.write_table(pa.table({"n": [7]}), str(tmp / "part-0.parquet"))
+        >>> schema = pa.schema([("day", pa.date32()), ("n", pa.int32()), ("note", pa.string())])
+        >>> (batch,) = read_data_file(str(tmp / "part-0.parquet"), schema,
+        ...                           {"day": dt.date(2024, 5, 1)})
+        >>> batch.to_pydict()
+        {'day': [datetime.date(2024, 5, 1)], 'n': [7], 'note': [None]}
+        >>> batch.schema == schema  # n, an int64 in the file, cast to the table's int32
+        True
     """
     filesystem, path = storage.resolve(location)
     with filesystem.open_input_file(path) as handle:

@@ -239,7 +239,16 @@ def conform(df: DataFrame, table_schema: StructType, path: str) -> DataFrame:
     naming the difference.
 
     Examples:
-        >>> conform(df, table_schema, "/lake/tasks")  # doctest: +SKIP
+        >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+        >>> table_schema = StructType([StructField("id", StringType()),
+        ...                            StructField("n", LongType())])
+        >>> df = spark.createDataFrame([(1, "a")], "n long, id string")
+        >>> conform(df, table_schema, "/lake/counts").columns
+        ['id', 'n']
+        >>> conform(df.withColumn("note", df.id), table_schema, "/lake/counts")
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        snap_spark.lake.api.LakeSchemaError: ... at /lake/counts: columns not in the table ['note']
     """
     if not same_columns(table_schema, df.schema):
         raise LakeSchemaError(
