@@ -13,10 +13,35 @@ same rows for a task, so refreshing the tasks each run touched keeps the tables 
 full rebuild.
 
 Examples:
-    >>> rebuild_tasks(spark, "data/lake")  # doctest: +SKIP
-    TasksResult(reports=5210, tasks=1190, illegal=36, foreign=41, ...)
-    >>> refresh_tasks(spark, "data/lake", ["task-1f2e3d4c5b6a7980"])  # doctest: +SKIP
-    TasksResult(reports=4, tasks=1, illegal=0, foreign=0, ...)
+    Three responses reporting the state of task ``t1`` (a response needs no signature), the
+    third an illegal step back, landed by a run:
+
+    >>> import json
+    >>> from snap_spark.lake import table_rows
+    >>> from snap_spark.pipeline.job import run
+    >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+    >>> agent = p2tr_address(internal_pubkey(bytes.fromhex("0a" * 32)))
+    >>> def report(n, state):  # message m<n>, sent and received n seconds in
+    ...     task = {"id": "t1", "contextId": "c1", "status": {"state": state}}
+    ...     message = {"id": f"m{n}", "version": "0.1", "from": agent, "type": "response",
+    ...                "method": "tasks/get", "payload": {"task": task},
+    ...                "timestamp": 1770163200 + n}
+    ...     return json.dumps({"received_at": 1770163200 + n, "message": message})
+    >>> (tmp / "in").mkdir()
+    >>> lines = [report(1, "submitted"), report(2, "working"), report(3, "submitted")]
+    >>> _ = (tmp / "in" / "a.jsonl").write_text("\\n".join(lines) + "\\n")
+    >>> lake = str(tmp / "lake")
+    >>> run(spark, [str(tmp / "in")], lake).valid
+    3
+    >>> rebuild_tasks(spark, lake)  # doctest: +ELLIPSIS
+    TasksResult(reports=3, tasks=1, illegal=1, foreign=0, ...)
+
+    Refreshing ``t1`` alone folds it the same way:
+
+    >>> refresh_tasks(spark, lake, ["t1"])  # doctest: +ELLIPSIS
+    TasksResult(reports=3, tasks=1, illegal=1, foreign=0, ...)
+    >>> [(row["task_id"], row["state"], row["reports"]) for row in table_rows(f"{lake}/tasks")]
+    [('t1', 'working', 3)]
 """
 
 from __future__ import annotations
@@ -165,8 +190,11 @@ def rebuild_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         UsageError: the lake has no ``messages`` table.
 
     Examples:
-        >>> rebuild_tasks(spark, "data/lake").tasks  # doctest: +SKIP
-        1190
+        A lake that landed nothing yet (see the module's example for one that did):
+
+        >>> rebuild_tasks(spark, str(tmp / "lake"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        snap_spark.runner.UsageError: no messages table under ...: nothing to rebuild tasks from
     """
     return _fold_tasks(spark, lake_dir, None)
 
@@ -195,12 +223,12 @@ def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Coll
         ValueError: ``task_ids`` is a DataFrame without a ``task_id`` column, or a string.
 
     Examples:
-        >>> refresh_tasks(spark, "data/lake", landed_task_ids(spark, "data/lake", [run_id]))
-        ... # doctest: +SKIP
-        TasksResult(reports=812, tasks=203, illegal=3, foreign=2, ...)
-        >>> refresh_tasks(spark, "data/lake", {"task-1f2e3d4c5b6a7980"}).tasks
-        ... # doctest: +SKIP
-        1
+        After a run, with the tasks it reported on (:func:`landed_task_ids` has the
+        example); ids as a collection, not one string:
+
+        >>> refresh_tasks(spark, str(tmp / "lake"), "t1")
+        Traceback (most recent call last):
+        ValueError: task_ids is one string: pass a collection of task ids
     """
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
@@ -226,8 +254,34 @@ def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[s
     ``task_id`` column (distinct): what :func:`refresh_tasks` wants after those runs.
 
     Examples:
-        >>> landed_task_ids(spark, "data/lake", ["6f1c..."]).count()  # doctest: +SKIP
-        203
+        A run that lands a report on ``t1`` and a request naming ``t2`` (no state report):
+
+        >>> import json
+        >>> from snap_spark.lake import table_rows
+        >>> from snap_spark.pipeline.job import run
+        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+        >>> from snap_spark.protocol.signing import sign_message
+        >>> key = bytes.fromhex("0a" * 32)
+        >>> agent = p2tr_address(internal_pubkey(key))
+        >>> report = {"id": "m1", "version": "0.1", "from": agent, "type": "response",
+        ...           "method": "tasks/get", "timestamp": 1770163200,
+        ...           "payload": {"task": {"id": "t1", "status": {"state": "working"}}}}
+        >>> request = sign_message({"id": "m2", "version": "0.1", "from": agent,
+        ...     "type": "request", "method": "tasks/get", "payload": {"taskId": "t2"},
+        ...     "timestamp": 1770163200}, key)
+        >>> lines = [json.dumps({"received_at": 1770163200, "message": m})
+        ...          for m in (report, request)]
+        >>> (tmp / "in").mkdir()
+        >>> _ = (tmp / "in" / "a.jsonl").write_text("\\n".join(lines) + "\\n")
+        >>> lake = str(tmp / "lake")
+        >>> run(spark, [str(tmp / "in")], lake).valid
+        2
+        >>> runs = {row["ingest_id"] for row in table_rows(f"{lake}/messages")}
+        >>> ids = landed_task_ids(spark, lake, runs)
+        >>> ids.collect()
+        [Row(task_id='t1')]
+        >>> refresh_tasks(spark, lake, ids).tasks
+        1
     """
     from pyspark.sql import functions as F
 
