@@ -263,20 +263,17 @@ def reverify(
     the commit refuse, :func:`~snap_spark.pipeline.commit.commit_pass`).
 
     Examples:
-        >>> import json
-        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
-        >>> from snap_spark.protocol.signing import sign_message
-        >>> key = bytes.fromhex("0a" * 32)
-        >>> message = sign_message({"id": "m1", "version": "0.1", "type": "request",
-        ...     "from": p2tr_address(internal_pubkey(key)), "method": "service/call",
-        ...     "payload": {"name": "x"}, "timestamp": 1770163200}, key)
-        >>> late = {"received_at": 1770163245, "message": message}  # received 45 s after
-        >>> (tmp / "in").mkdir()
-        >>> _ = (tmp / "in" / "a.jsonl").write_text(json.dumps(late) + "\\nnot json\\n")
-        >>> run(spark, [str(tmp / "in")], str(tmp / "lake")).valid  # 45 s: within 60 s
-        1
-        >>> again = reverify(spark, str(tmp / "lake"), VerifySettings(max_drift=30))
-        >>> again.counts == {2004: 1, 1003: 1}  # timestamp drift, and still "not JSON"
+        Every line of a labelled sample, landed, then verified again under the same
+        settings: the same verdicts, with ``messages`` replaced in one commit.
+
+        >>> from snap_spark.samples.messages import SampleConfig, write_sample
+        >>> _ = write_sample(SampleConfig(agents=3, messages=40, seed=3),
+        ...                  str(tmp / "a.jsonl"), tasks_path=None)
+        >>> landed = run(spark, [str(tmp / "a.jsonl")], str(tmp / "lake"))
+        >>> again = reverify(spark, str(tmp / "lake"))
+        >>> (again.lines_read, again.counts) == (landed.lines_read, landed.counts)
+        True
+        >>> again.message_rows_written == landed.lines_read == 40
         True
     """
     from pyspark.sql import functions as F

@@ -87,11 +87,12 @@ class Agent:
         self.raw_signer = Signer(private_key)  # untweaked: what a buggy signer would use
 
 
-def derive_key(seed: int, label: str, index: int) -> bytes:
-    """The private key number ``index`` of a kind of key (``label``) under ``seed``."""
+def derive_key(seed: int, label: str, index: int, domain: str = "snap-spark-sample") -> bytes:
+    """The private key number ``index`` of a kind of key (``label``) under ``seed``; each
+    generator derives its keys in a ``domain`` of its own."""
     counter = 0
     while True:
-        material = f"snap-spark-sample|{seed}|{label}|{index}|{counter}".encode()
+        material = f"{domain}|{seed}|{label}|{index}|{counter}".encode()
         key = hashlib.sha256(material).digest()
         if 0 < int.from_bytes(key, "big") < CURVE_ORDER:
             return key

@@ -13,17 +13,6 @@ from typing import Any, Final
 
 from snap_spark.protocol.keys import Network
 
-__all__ = [
-    "ATTACK_KINDS",
-    "EXPECTED_FIELDS",
-    "HONEST_KINDS",
-    "KIND_CODES",
-    "ExpectedTask",
-    "Label",
-    "SampleAgent",
-    "SampleConfig",
-]
-
 
 @dataclass(frozen=True)
 class SampleConfig:

@@ -11,6 +11,7 @@ illegal transition or a report from a non-owner, written as valid lines), or a
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any, Final
 
 from snap_spark.samples.messages.agents import Agent, Cast
@@ -65,13 +66,19 @@ class Conversations:
             0.0, requester, None, "request", "service/call", payload, source, True, "service_call"
         )
 
+    def opening(self, requester: Agent, owner: Agent, sources: Sequence[str]
+                ) -> tuple[str, str, str, tuple[dict[str, Any], str]]:
+        """What starts a task conversation, drawn in this order: its source (one of
+        ``sources``), task id, context id, and the user's message with its kind."""
+        source = self.rng.choice(sources)
+        task = random_token(self.rng, "task")
+        return source, task, self.content.context(requester, owner), \
+            self.content.user_message()
+
     def send_task(self, requester: Agent, owner: Agent) -> Conversation:
         """``message/send`` then polls, turns and cancelation through legal states."""
         rng = self.rng
-        source = rng.choice(RELAYS + GATEWAYS)
-        task = random_token(rng, "task")
-        context = self.content.context(requester, owner)
-        message, kind = self.content.user_message()
+        source, task, context, (message, kind) = self.opening(requester, owner, RELAYS + GATEWAYS)
 
         def ask(delay: float, method: str, payload: dict[str, Any]) -> Step:
             return Step(delay, requester, owner, "request", method, payload, source)
@@ -157,10 +164,7 @@ class Conversations:
     def stream_task(self, requester: Agent, owner: Agent) -> Conversation:
         """``message/stream``: events with progress and partial artifacts, then a response."""
         rng = self.rng
-        source = rng.choice(GATEWAYS + RELAYS)
-        task = random_token(rng, "task")
-        context = self.content.context(requester, owner)
-        message, kind = self.content.user_message()
+        source, task, context, (message, kind) = self.opening(requester, owner, GATEWAYS + RELAYS)
         method = "message/stream"
         yield Step(
             0.0, requester, owner, "request", method, {"message": message}, source, kind=kind

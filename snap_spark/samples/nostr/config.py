@@ -12,16 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = [
-    "EVENT_LABELS",
-    "MESSAGE_KIND",
-    "WELL_KNOWN_LABELS",
-    "NostrLabel",
-    "NostrSample",
-    "NostrSampleConfig",
-    "WellKnownDocument",
-]
-
 #: Storable SNAP message (``discovery.md`` "Nostr Event Types").
 MESSAGE_KIND: Final = 4339
 

@@ -7,13 +7,13 @@ receipt time.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from snap_spark.protocol.keys import CURVE_ORDER, Network, p2tr_address
+from snap_spark.protocol.keys import Network, p2tr_address
+from snap_spark.samples.messages.agents import derive_key as agent_key
 from snap_spark.samples.nostr.config import NostrLabel
 
 __all__ = ["Item", "Key", "derive_key", "other_network"]
@@ -97,11 +97,6 @@ def other_network(network: Network) -> Network:
 
 
 def derive_key(seed: int, label: str, index: int) -> bytes:
-    """The private key number ``index`` of a kind of key (``label``) under ``seed``."""
-    counter = 0
-    while True:
-        material = f"snap-spark-nostr-sample|{seed}|{label}|{index}|{counter}".encode()
-        key = hashlib.sha256(material).digest()
-        if 0 < int.from_bytes(key, "big") < CURVE_ORDER:
-            return key
-        counter += 1  # pragma: no cover - probability about 2^-128
+    """The private key number ``index`` of a kind of key (``label``) under ``seed``, in the
+    Nostr sample's own domain (:func:`snap_spark.samples.messages.agents.derive_key`)."""
+    return agent_key(seed, label, index, domain="snap-spark-nostr-sample")
