@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from snap_spark.lake.api import (
     DamagedTable,
+    DataCommit,
     Lake,
     LakeError,
     LakeLocationError,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CommitContention",
     "DamagedTable",
+    "DataCommit",
     "DataFile",
     "Lake",
     "LakeError",
@@ -208,11 +210,10 @@ def commit_data_files(
     ``path`` in one commit with the app transaction ``(app_id, version)``, and leave none of
     them behind uncommitted. Returns whether this call committed.
 
-    The commit adds the files (:meth:`Lake.add_files`, with ``updates`` and
-    ``read_version`` when given); with ``replace`` it replaces every row of the table
-    (:meth:`Lake.replace_files`); with ``keys`` it replaces the rows of those keys
-    (:meth:`Lake.replace_keys`). The table is created (``schema``, partitioned by
-    ``partition_by``) when absent.
+    The arguments make one :class:`DataCommit` for :meth:`Lake.commit`: the commit adds the
+    files (with ``updates`` and ``read_version`` when given); with ``replace`` it replaces
+    every row of the table; with ``keys`` it replaces the rows of those keys. The table is
+    created (``schema``, partitioned by ``partition_by``) when absent.
 
     The files are deleted when the table already holds the transaction (``False``) and when
     the commit fails, before the error is raised, with one exception: on
@@ -255,23 +256,11 @@ def commit_data_files(
         [('a', 1), ('b', 2)]
     """
     try:
-        if replace and keys is not None:
-            raise ValueError("replace the whole table or the rows of keys, not both")
-        if (replace or keys is not None) and (updates is not None or read_version is not None):
-            raise ValueError("updates and read_version go with an add, not a replace")
-        if keys is not None:
-            done = lake.replace_keys(spark, path, root, files, keys=keys, schema=schema,
-                                     partition_by=partition_by, app_id=app_id,
-                                     version=version, commit_info=commit_info)
-        elif replace:
-            done = lake.replace_files(spark, path, root, files, schema=schema,
-                                      partition_by=partition_by, app_id=app_id,
-                                      version=version, commit_info=commit_info)
-        else:
-            done = lake.add_files(spark, path, root, files, schema=schema,
-                                  partition_by=partition_by, app_id=app_id, version=version,
-                                  commit_info=commit_info, updates=updates,
-                                  read_version=read_version)
+        change = DataCommit(path=path, root=root, files=files, schema=schema,
+                            partition_by=partition_by, app_id=app_id, version=version,
+                            commit_info=commit_info, replace=replace, keys=keys,
+                            updates=updates, read_version=read_version)
+        done = lake.commit(spark, change)
     except VersionConflict:
         raise  # the files stay: decided again, they are committed on the next attempt
     except BaseException:

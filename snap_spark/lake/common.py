@@ -145,14 +145,17 @@ def merge_condition(keys: Sequence[str], target: str = "t", source: str = "s") -
     )
 
 
-#: Column of a :meth:`~snap_spark.lake.Lake.replace_keys` merge source: true on a key row
-#: (it deletes the target's rows of its key), false on a row to insert.
+#: Column of the merge source that replaces the rows of keys
+#: (:meth:`~snap_spark.lake.Lake.commit` of a :class:`~snap_spark.lake.DataCommit` with
+#: ``keys``): true on a key row (it deletes the target's rows of its key), false on a row to
+#: insert.
 DELETE_FLAG = "_snap_replace_key"
 
 
 def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
-    """The key columns of a :meth:`~snap_spark.lake.Lake.replace_keys` call: every column of
-    ``keys``, each a column of the table ``schema`` with the same type.
+    """The key columns of a commit that replaces the rows of ``keys``
+    (:attr:`~snap_spark.lake.DataCommit.keys`): every column of ``keys``, each a column of
+    the table ``schema`` with the same type.
 
     Examples:
         >>> from pyspark.sql.types import StructType, StructField, StringType, LongType
@@ -163,7 +166,8 @@ def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
     """
     names = keys.names
     if not names:
-        raise LakeSchemaError("replace_keys needs a keys frame with at least one column")
+        raise LakeSchemaError("replacing the rows of keys needs a keys frame with at least one "
+                              "column")
     types = {field.name: field.dataType for field in schema.fields}
     wrong = [f"{f.name} {f.dataType.simpleString()}" for f in keys.fields
              if types.get(f.name) != f.dataType]
@@ -171,15 +175,16 @@ def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
         raise LakeSchemaError(f"key columns {wrong} are not columns of the table, or not of "
                               "its types")
     if DELETE_FLAG in types:
-        raise LakeSchemaError(f"the table has a column {DELETE_FLAG}, which replace_keys uses")
+        raise LakeSchemaError(f"the table has a column {DELETE_FLAG}, which replacing keys "
+                              "uses")
     return list(names)
 
 
 def replace_keys_merge(keys: Sequence[str], columns: Sequence[str]
                        ) -> tuple[str, str, dict[str, str]]:
-    """The merge that carries out :meth:`~snap_spark.lake.Lake.replace_keys` on a source of
-    key rows (:data:`DELETE_FLAG` true) and new rows: its match condition (a target row
-    matching a key row is deleted), the condition of the insert clause and its values.
+    """The merge that replaces the rows of keys (:meth:`~snap_spark.lake.Lake.commit`) on a
+    source of key rows (:data:`DELETE_FLAG` true) and new rows: its match condition (a target
+    row matching a key row is deleted), the condition of the insert clause and its values.
 
     Examples:
         >>> on, insert, values = replace_keys_merge(["task_id"], ["task_id", "state"])

@@ -3,7 +3,7 @@
 Commits
     Spark tasks write the Parquet files straight into the table folder
     (:meth:`DeltaRsLake.data_root`, :class:`~snap_spark.lake.files.PartitionedFileWriter`);
-    :meth:`DeltaRsLake.add_files` and :meth:`DeltaRsLake.replace_files` commit them where
+    :meth:`DeltaRsLake.commit` (adding them, or replacing the table) commits them where
     they are in one Delta transaction with ``DeltaTable.create_write_transaction`` (or
     ``create_table_with_add_actions`` for a new table), passing
     ``CommitProperties(app_transactions=[Transaction(app_id, version)])`` and a
@@ -22,7 +22,7 @@ Reads
     values from the log (:func:`snap_spark.lake.files.read_data_file`).
 
 Replacing keys
-    :meth:`DeltaRsLake.replace_keys` is one ``DeltaTable.merge`` on the driver, its source
+    :meth:`DeltaRsLake.commit` of keys is one ``DeltaTable.merge`` on the driver, its source
     the keys (collected as Arrow) and the files' rows: meant for small, dimension-like
     tables (``tasks``, ``agent_cards``), the rows replaced must fit in driver memory.
 
@@ -33,15 +33,16 @@ delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from snap_spark import storage
-from snap_spark.lake.api import LakeError, RowUpdates
+from snap_spark.lake.api import DataCommit, LakeError, RowUpdates
 from snap_spark.lake.common import (
     DELETE_FLAG,
     check_key_columns,
@@ -429,27 +430,15 @@ class DeltaRsLake:
         return set(pa.table(result.read_all()).column(0).to_pylist())
 
     def data_root(self, path: str, staging: str) -> str:
-        """The table folder itself: :meth:`add_files` commits the files where they are."""
+        """The table folder itself: :meth:`commit` commits the files where they are."""
         return table_uri(path)
 
-    def add_files(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-        updates: RowUpdates | None = None,
-        read_version: int | None = None,
-    ) -> bool:
-        """Commit files written in the table folder; see :meth:`Lake.add_files`. Updated
-        rows are rewritten on the driver: each file holding one is copied with the new
-        values, and the commit removes the old file.
+    def commit(self, spark: SparkSession, change: DataCommit) -> bool:
+        """Commit files written in the table folder; see :meth:`Lake.commit`. Added files
+        (and, replacing, the removal of every file the table held) go in one
+        ``create_write_transaction``; updated rows are rewritten on the driver: each file
+        holding one is copied with the new values, and the commit removes the old file.
+        Replacing keys is one delta-rs merge (:func:`_replace_keys`).
 
         Examples:
             >>> import pyarrow as pa
@@ -458,134 +447,91 @@ class DeltaRsLake:
             ...                      StructField("n", LongType())])
             >>> lake, path = DeltaRsLake(), str(tmp / "counts")
             >>> root = lake.data_root(path, str(tmp / "_staging"))  # the table folder
-            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])  # a task's work
-            >>> writer.write(pa.record_batch({"id": ["a", "b"], "n": [1, 2]}))
-            >>> files = writer.close()
-            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
-            ...                app_id="run1", version=1)
-            True
-            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
-            ...                app_id="run1", version=1)  # committed already: nothing added
-            False
-            >>> lake.txn_version(path, "run1"), lake.read(spark, path).count()
-            (1, 2)
-        """
-        return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                commit_info, replace=False, updates=updates,
-                                read_version=read_version)
-
-    def replace_files(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Commit files written in the table folder in place of all its rows; see
-        :meth:`Lake.replace_files`."""
-        return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                commit_info, replace=True)
-
-
-    def replace_keys(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        keys: DataFrame,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Replace the rows of ``keys`` by the rows of files written in the table folder, in
-        one commit; see :meth:`Lake.replace_keys`.
-
-        A new table adopts the files in place. An existing one gets one delta-rs merge on
-        the driver whose source is the keys (collected as Arrow) and the files' rows: a
-        target row matching a key is deleted, the files' rows are inserted; the merge writes
-        them into files of its own, so the written files are deleted afterwards. The source
-        must fit in driver memory (the rows of the keys replaced, not the table).
-
-        Examples:
-            >>> import pyarrow as pa
-            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
-            >>> schema = StructType([StructField("id", StringType()),
-            ...                      StructField("n", LongType())])
-            >>> lake, path = DeltaRsLake(), str(tmp / "counts")
             >>> def write(ids, ns):  # Parquet files in the table folder, as tasks write them
-            ...     writer = PartitionedFileWriter(path, to_arrow(schema), [])
+            ...     writer = PartitionedFileWriter(root, to_arrow(schema), [])
             ...     writer.write(pa.record_batch({"id": ids, "n": ns}))
             ...     return writer.close()
-            >>> lake.add_files(spark, path, path, write(["a", "b", "c"], [1, 2, 3]),
-            ...                schema=schema, partition_by=[], app_id="load", version=1)
+            >>> files = write(["a", "b", "c"], [1, 2, 3])
+            >>> load = DataCommit(path=path, root=root, files=files, schema=schema,
+            ...                   app_id="load", version=1)
+            >>> lake.commit(spark, load)
             True
+            >>> lake.commit(spark, load)  # committed already: nothing added
+            False
+            >>> lake.txn_version(path, "load"), lake.read(spark, path).count()
+            (1, 3)
             >>> keys = spark.createDataFrame([("a",), ("b",)], "id string")
-            >>> lake.replace_keys(spark, path, path, write(["b"], [20]), keys=keys,
-            ...                   schema=schema, partition_by=[], app_id="refresh", version=1)
+            >>> lake.commit(spark, DataCommit(path=path, root=root, files=write(["b"], [20]),
+            ...                               schema=schema, app_id="refresh", version=1,
+            ...                               keys=keys))
             True
             >>> sorted(lake.read(spark, path).collect())  # b replaced; a has no new row: gone
             [Row(id='b', n=20), Row(id='c', n=3)]
         """
-        from deltalake.transaction import CommitProperties, Transaction
+        if change.keys is not None:
+            return _replace_keys(change, change.keys)
+        return _commit_in_place(change)
 
-        from snap_spark.lake.files import delete_data_files
 
-        uri = table_uri(path)
-        if table_uri(root) != uri:
-            raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
-        check_txn(app_id, version)
-        key_columns = check_key_columns(keys.schema, schema)
-        table = open_table(uri)
-        if table is None:  # nothing to delete: create the table with the files as they are
-            return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                    commit_info, replace=False)
-        done = table.transaction_version(app_id)
-        if done is not None and done >= version:
-            return False
-        existing = table_schema(table)
-        check_same_table(uri, existing, list(table.metadata().partition_columns), schema,
-                         partition_by)
-        source = _keyed_source(keys.select(*key_columns).distinct(), root, files, existing,
-                               list(partition_by))
-        if source.num_rows == 0:  # no keys, no rows: only the app transaction
-            return _commit_in_place(path, root, files, schema, partition_by, app_id, version,
-                                    commit_info, replace=False)
-        write_id = uuid.uuid4().hex
-        on, insert, values = replace_keys_merge(key_columns, existing.fieldNames())
-        properties = CommitProperties(
-            custom_metadata={"userMetadata": write_marker(write_id, app_id, version,
-                                                          commit_info)},
-            app_transactions=[Transaction(app_id, version)],
-        )
-        start_version = table.version()
-        (
-            table.merge(source, on, source_alias="s", target_alias="t",
-                        commit_properties=properties)
-            .when_matched_delete()
-            .when_not_matched_insert(values, predicate=insert)
-            .execute()
-        )
-        delete_data_files(root, files)  # the merge copied their rows
-        if write_committed(uri, write_id, start_version):
-            return True
-        # a merge that changes nothing commits nothing: record the transaction anyway
-        return _commit_in_place(path, root, [], schema, partition_by, app_id, version,
-                                commit_info, replace=False)
+def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
+    """Replace the rows of ``keys`` by the rows of files written in the table folder, in one
+    commit (:meth:`Lake.commit`, mode ``"keys"``).
+
+    A new table adopts the files in place. An existing one gets one delta-rs merge on the
+    driver whose source is the keys (collected as Arrow) and the files' rows: a target row
+    matching a key is deleted, the files' rows are inserted; the merge writes them into
+    files of its own, so the written files are deleted afterwards. The source must fit in
+    driver memory (the rows of the keys replaced, not the table).
+    """
+    from deltalake.transaction import CommitProperties, Transaction
+
+    from snap_spark.lake.files import delete_data_files
+
+    uri = table_uri(change.path)
+    if table_uri(change.root) != uri:
+        raise LakeError(f"delta-rs commits files in the table folder {uri}, not {change.root}")
+    app_id, version = change.app_id, change.version
+    check_txn(app_id, version)
+    key_columns = check_key_columns(keys.schema, change.schema)
+    adding = dataclasses.replace(change, keys=None)
+    table = open_table(uri)
+    if table is None:  # nothing to delete: create the table with the files as they are
+        return _commit_in_place(adding)
+    done = table.transaction_version(app_id)
+    if done is not None and done >= version:
+        return False
+    existing = table_schema(table)
+    check_same_table(uri, existing, list(table.metadata().partition_columns), change.schema,
+                     change.partition_by)
+    source = _keyed_source(keys.select(*key_columns).distinct(), change.root, change.files,
+                           existing, list(change.partition_by))
+    if source.num_rows == 0:  # no keys, no rows: only the app transaction
+        return _commit_in_place(adding)
+    write_id = uuid.uuid4().hex
+    on, insert, values = replace_keys_merge(key_columns, existing.fieldNames())
+    properties = CommitProperties(
+        custom_metadata={"userMetadata": write_marker(write_id, app_id, version,
+                                                      change.commit_info)},
+        app_transactions=[Transaction(app_id, version)],
+    )
+    start_version = table.version()
+    (
+        table.merge(source, on, source_alias="s", target_alias="t",
+                    commit_properties=properties)
+        .when_matched_delete()
+        .when_not_matched_insert(values, predicate=insert)
+        .execute()
+    )
+    delete_data_files(change.root, change.files)  # the merge copied their rows
+    if write_committed(uri, write_id, start_version):
+        return True
+    # a merge that changes nothing commits nothing: record the transaction anyway
+    return _commit_in_place(dataclasses.replace(adding, files=()))
 
 
 def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema: StructType,
                   partition_by: list[str]) -> pa.Table:
-    """The merge source of :meth:`DeltaRsLake.replace_keys`: one row per key (the other
+    """The merge source of :func:`_replace_keys`: one row per key (the other
     columns null, :data:`DELETE_FLAG` true), then the files' rows (flag false)."""
     import pyarrow as pa
 
@@ -610,13 +556,12 @@ def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema:
     return pa.concat_tables(parts)
 
 
-def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: StructType,
-                     partition_by: Sequence[str], app_id: str, version: int,
-                     commit_info: Mapping[str, Any] | None, *, replace: bool,
-                     updates: RowUpdates | None = None, read_version: int | None = None
-                     ) -> bool:
+def _commit_in_place(change: DataCommit) -> bool:
     """Commit files the tasks wrote in the table folder (adding, or replacing all rows),
-    with ``updates`` rewritten into copies of the files that hold their rows."""
+    with ``change.updates`` rewritten into copies of the files that hold their rows."""
+    path, root, files, schema = change.path, change.root, change.files, change.schema
+    partition_by, app_id, version = change.partition_by, change.app_id, change.version
+    updates = change.updates
     uri = table_uri(path)
     if table_uri(root) != uri:
         raise LakeError(f"delta-rs commits files in the table folder {uri}, not {root}")
@@ -630,8 +575,9 @@ def _commit_in_place(path: str, root: str, files: Sequence[DataFile], schema: St
         removed, rewritten = rewrite_updated(uri, updates, schema, partition_by)
     try:
         done = commit_files(uri, [*files, *rewritten], schema, partition_by, app_id=app_id,
-                            version=version, write_id=uuid.uuid4().hex, info=commit_info,
-                            replace=replace, removes=removed, read_version=read_version)
+                            version=version, write_id=uuid.uuid4().hex,
+                            info=change.commit_info, replace=change.replace, removes=removed,
+                            read_version=change.read_version)
     except BaseException:
         delete_data_files(uri, rewritten)
         raise

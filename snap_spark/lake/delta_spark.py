@@ -15,7 +15,7 @@ Besides those commits, delta-rs reads a few things on the driver, with no Spark 
 transaction versions, which delta-spark has no Python API for (``txn_version``, and the
 replay check that lets a replayed merge skip its work), a table's protocol
 (:func:`commits_in_place`) and its latest version (the ``read_version`` check of
-:meth:`DeltaSparkLake.add_files`). delta-rs reads any plain Delta table at a path it
+:meth:`DeltaSparkLake.commit`). delta-rs reads any plain Delta table at a path it
 understands (local, ``s3://`` / ``s3a://``, ``gs://``, ``abfss://``; credentials from the
 environment).
 
@@ -34,7 +34,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.lake.api import LakeError, LakeSchemaError, RowUpdates, VersionConflict
+from snap_spark.lake.api import (
+    DataCommit,
+    LakeError,
+    LakeSchemaError,
+    RowUpdates,
+    VersionConflict,
+)
 from snap_spark.lake.common import (
     DELETE_FLAG,
     check_key_columns,
@@ -229,28 +235,16 @@ class DeltaSparkLake:
         name = path.rstrip("/").rsplit("/", 1)[-1] or "table"
         return f"{staging.rstrip('/')}/{name}-{uuid.uuid4().hex[:8]}"
 
-    def add_files(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-        updates: RowUpdates | None = None,
-        read_version: int | None = None,
-    ) -> bool:
-        """Commit written Parquet files; see :meth:`Lake.add_files`. A table at protocol
-        1/2 without features (every table snap-spark creates: :func:`commits_in_place`)
-        gets the files in place, in one Delta commit of ``add`` actions written through
-        delta-rs. Any other table appends the rows through Delta's own writer (delta-spark
-        has no public API to adopt files): with ``updates`` the commit is one ``MERGE``,
-        the staged rows inserted and the named rows updated (the search limited to the
-        updates' partitions).
+    def commit(self, spark: SparkSession, change: DataCommit) -> bool:
+        """Commit written Parquet files; see :meth:`Lake.commit`. A table at protocol 1/2
+        without features (every table snap-spark creates: :func:`commits_in_place`) gets
+        the files in place, in one Delta commit written through delta-rs
+        (:meth:`DeltaRsLake.commit <snap_spark.lake.delta_rs.DeltaRsLake.commit>`). Any
+        other table gets the rows through Delta's own writer (delta-spark has no public API
+        to adopt files): appended, or overwriting the table, with Delta's idempotent writes;
+        an add with ``updates`` is one ``MERGE``, the staged rows inserted and the named
+        rows updated (the search limited to the updates' partitions); replacing keys is one
+        ``MERGE`` too (:func:`_replace_keys`).
 
         Examples:
             Files staged outside the table folder, appended by Delta's own writer:
@@ -262,23 +256,45 @@ class DeltaSparkLake:
             ...                      StructField("n", LongType())])
             >>> lake, path = DeltaSparkLake(spark), str(tmp / "counts")
             >>> root = str(tmp / "_staging" / "counts-1")
-            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])  # a task's work
-            >>> writer.write(pa.record_batch({"id": ["a", "b"], "n": [1, 2]}))
-            >>> files = writer.close()
-            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
-            ...                app_id="run1", version=1)
+            >>> def write(ids, ns):  # a task's work
+            ...     writer = PartitionedFileWriter(root, to_arrow(schema), [])
+            ...     writer.write(pa.record_batch({"id": ids, "n": ns}))
+            ...     return writer.close()
+            >>> load = DataCommit(path=path, root=root, files=write(["a", "b", "c"], [1, 2, 3]),
+            ...                   schema=schema, app_id="run1", version=1)
+            >>> lake.commit(spark, load)
             True
-            >>> lake.add_files(spark, path, root, files, schema=schema, partition_by=[],
-            ...                app_id="run1", version=1)  # committed already: nothing added
+            >>> lake.commit(spark, load)  # committed already: nothing added
             False
             >>> lake.read(spark, path).count()
-            2
+            3
+
+            The rows of some keys replaced by one Delta MERGE:
+
+            >>> refresh = DataCommit(
+            ...     path=path, root=root, files=write(["c", "d"], [30, 4]), schema=schema,
+            ...     app_id="refresh", version=1,
+            ...     keys=spark.createDataFrame([("b",), ("c",)], "id string"))
+            >>> refresh.mode, lake.commit(spark, refresh)
+            ('keys', True)
+            >>> sorted(lake.read(spark, path).collect())  # c replaced, d added; b: gone
+            [Row(id='a', n=1), Row(id='c', n=30), Row(id='d', n=4)]
+            >>> lake.history(path)[0]["operation"]
+            'MERGE'
         """
-        if _in_place(path, root):
-            return _in_place_lake().add_files(
-                spark, path, root, files, schema=schema, partition_by=partition_by,
-                app_id=app_id, version=version, commit_info=commit_info, updates=updates,
-                read_version=read_version)
+        if _in_place(change.path, change.root):
+            return _in_place_lake().commit(spark, change)
+        if change.keys is not None:
+            return _replace_keys(spark, change, change.keys)
+        if change.replace:
+            return _write_staged(spark, change, mode="overwrite")
+        return self._add(spark, change)
+
+    def _add(self, spark: SparkSession, change: DataCommit) -> bool:
+        """Append staged files' rows through Delta's own writer (:meth:`Lake.commit`, mode
+        ``"add"``), checking ``read_version`` first; with ``updates`` one MERGE."""
+        path, app_id, version = change.path, change.app_id, change.version
+        read_version = change.read_version
         if read_version is not None:
             # Delta's own conflict checks let a blind append through whatever was committed
             # since: the version is checked here, exact under the lake's commit lease
@@ -288,128 +304,74 @@ class DeltaSparkLake:
                     return False
                 raise VersionConflict(f"table at {path} is at version {current}, this commit "
                                       f"was decided against version {read_version}")
+        updates = change.updates
         if updates is not None and len(updates) and self.exists(path):
-            return _merge_files(spark, path, staged_frame(spark, root, files, schema), updates,
-                                app_id=app_id, version=version, commit_info=commit_info)
-        # Delta checks the app transaction before it computes the frame: a re-run reads
-        # none of the staged files
-        return _delta_write(staged_frame(spark, root, files, schema), path, app_id=app_id,
-                            version=version, partition_by=partition_by,
-                            commit_info=commit_info)
-
-    def replace_files(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Overwrite the table with the rows of staged Parquet files, in one commit; see
-        :meth:`Lake.replace_files`."""
-        if _in_place(path, root):
-            return _in_place_lake().replace_files(
-                spark, path, root, files, schema=schema, partition_by=partition_by,
-                app_id=app_id, version=version, commit_info=commit_info)
-        return _delta_write(staged_frame(spark, root, files, schema), path, app_id=app_id,
-                            version=version, partition_by=partition_by,
-                            commit_info=commit_info, mode="overwrite")
+            return _merge_files(spark, path, staged_frame(spark, change.root, change.files,
+                                                          change.schema), updates,
+                                app_id=app_id, version=version, commit_info=change.commit_info)
+        # Delta checks the app transaction before it computes the frame: a re-run reads none
+        # of the staged files
+        return _write_staged(spark, change)
 
 
-    def replace_keys(
-        self,
-        spark: SparkSession,
-        path: str,
-        root: str,
-        files: Sequence[DataFile],
-        *,
-        keys: DataFrame,
-        schema: StructType,
-        partition_by: Sequence[str],
-        app_id: str,
-        version: int,
-        commit_info: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Replace the rows of ``keys`` by the rows of staged Parquet files with one Delta
-        MERGE (one commit); see :meth:`Lake.replace_keys`.
+def _write_staged(spark: SparkSession, change: DataCommit, mode: str = "append") -> bool:
+    """The staged files' rows written by :func:`_delta_write` (appended or overwriting)."""
+    return _delta_write(staged_frame(spark, change.root, change.files, change.schema),
+                        change.path, app_id=change.app_id, version=change.version,
+                        partition_by=change.partition_by, commit_info=change.commit_info,
+                        mode=mode)
 
-        The merge source is the distinct keys (:data:`DELETE_FLAG` true: a target row
-        matching one is deleted) and the staged rows (flag false: inserted); the merge joins
-        them with the table, so the keys are never collected. A new table is created by
-        appending the staged rows.
 
-        Examples:
-            >>> import pyarrow as pa
-            >>> from deltalake import write_deltalake
-            >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
-            >>> from snap_spark.lake import PartitionedFileWriter, to_arrow
-            >>> schema = StructType([StructField("id", StringType()),
-            ...                      StructField("n", LongType())])
-            >>> lake, path = DeltaSparkLake(spark), str(tmp / "counts")
-            >>> write_deltalake(path, pa.table({"id": ["a", "b", "c"], "n": [1, 2, 3]}))
-            >>> root = str(tmp / "_staging" / "counts-1")
-            >>> writer = PartitionedFileWriter(root, to_arrow(schema), [])
-            >>> writer.write(pa.record_batch({"id": ["b"], "n": [20]}))
-            >>> keys = spark.createDataFrame([("a",), ("b",)], "id string")
-            >>> lake.replace_keys(spark, path, root, writer.close(), keys=keys, schema=schema,
-            ...                   partition_by=[], app_id="refresh", version=1)
-            True
-            >>> sorted(lake.read(spark, path).collect())  # b replaced; a has no new row: gone
-            [Row(id='b', n=20), Row(id='c', n=3)]
-            >>> lake.history(path)[0]["operation"]
-            'MERGE'
-        """
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
+def _replace_keys(spark: SparkSession, change: DataCommit, keys: DataFrame) -> bool:
+    """Replace the rows of ``keys`` by the rows of staged Parquet files with one Delta MERGE
+    (one commit; :meth:`Lake.commit`, mode ``"keys"``).
 
-        if _in_place(path, root):
-            return _in_place_lake().replace_keys(
-                spark, path, root, files, keys=keys, schema=schema, partition_by=partition_by,
-                app_id=app_id, version=version, commit_info=commit_info)
-        check_txn(app_id, version)
-        key_columns = check_key_columns(keys.schema, schema)
-        if _txn_done(path, (app_id, version)):
-            return False
-        rows = staged_frame(spark, root, files, schema)
-        start_version = _latest_version(spark, path)
-        if start_version < 0:
-            return _delta_write(rows, path, app_id=app_id, version=version,
-                                partition_by=partition_by, commit_info=commit_info)
-        existing = _partition_columns(spark, path)
-        if existing != list(partition_by):
-            raise LakeSchemaError(
-                f"table at {path} is partitioned by {existing}, the files by {list(partition_by)}"
-            )
-        target = DeltaTable.forPath(spark, path)
-        table_schema = target.toDF().schema
-        rows = conform(rows, table_schema, path)
-        key_rows = keys.select(*key_columns).distinct().select(
-            *[F.col(f.name) if f.name in key_columns else F.lit(None).cast(f.dataType).alias(f.name)
-              for f in table_schema.fields])
-        source = (key_rows.withColumn(DELETE_FLAG, F.lit(True))
-                  .unionByName(rows.withColumn(DELETE_FLAG, F.lit(False))))
-        on, insert, values = replace_keys_merge(key_columns, table_schema.fieldNames())
-        write_id = uuid.uuid4().hex
-        marker = write_marker(write_id, app_id, version, commit_info)
-        builder = (
-            target.alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedDelete()
-            .whenNotMatchedInsert(condition=insert, values=values)  # type: ignore[arg-type]
-        )
-        with _dml_transaction(spark, (app_id, version)), _session_conf(
-                spark, {USER_METADATA_CONF: marker}):
-            builder.execute()
-        if _write_committed(spark, path, write_id, start_version):
-            return True
-        # a merge that changed nothing may write no commit: record the transaction anyway
-        return _delta_write(spark.createDataFrame([], table_schema), path, app_id=app_id,
-                            version=version, commit_info=commit_info)
+    The merge source is the distinct keys (:data:`DELETE_FLAG` true: a target row matching
+    one is deleted) and the staged rows (flag false: inserted); the merge joins them with
+    the table, so the keys are never collected. A new table is created by appending the
+    staged rows.
+    """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    path, app_id, version = change.path, change.app_id, change.version
+    check_txn(app_id, version)
+    key_columns = check_key_columns(keys.schema, change.schema)
+    if _txn_done(path, (app_id, version)):
+        return False
+    start_version = _latest_version(spark, path)
+    if start_version < 0:
+        return _write_staged(spark, change)
+    existing = _partition_columns(spark, path)
+    if existing != list(change.partition_by):
+        raise LakeSchemaError(f"table at {path} is partitioned by {existing}, the files by "
+                              f"{list(change.partition_by)}")
+    target = DeltaTable.forPath(spark, path)
+    table_schema = target.toDF().schema
+    rows = conform(staged_frame(spark, change.root, change.files, change.schema),
+                   table_schema, path)
+    key_rows = keys.select(*key_columns).distinct().select(
+        *[F.col(f.name) if f.name in key_columns else F.lit(None).cast(f.dataType).alias(f.name)
+          for f in table_schema.fields])
+    source = (key_rows.withColumn(DELETE_FLAG, F.lit(True))
+              .unionByName(rows.withColumn(DELETE_FLAG, F.lit(False))))
+    on, insert, values = replace_keys_merge(key_columns, table_schema.fieldNames())
+    write_id = uuid.uuid4().hex
+    marker = write_marker(write_id, app_id, version, change.commit_info)
+    builder = (
+        target.alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete()
+        .whenNotMatchedInsert(condition=insert, values=values)  # type: ignore[arg-type]
+    )
+    with _dml_transaction(spark, (app_id, version)), _session_conf(
+            spark, {USER_METADATA_CONF: marker}):
+        builder.execute()
+    if _write_committed(spark, path, write_id, start_version):
+        return True
+    # a merge that changed nothing may write no commit: record the transaction anyway
+    return _delta_write(spark.createDataFrame([], table_schema), path, app_id=app_id,
+                        version=version, commit_info=change.commit_info)
 
 
 def _delta_write(df: DataFrame, path: str, *, app_id: str, version: int,

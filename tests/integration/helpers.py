@@ -16,18 +16,18 @@ def run_dying_before_messages_commit(spark: Any, inputs: list[str], lake: Path,
     ``messages`` one (a driver lost between them). The patch is the only way to stop a run
     at exactly that point in-process (kill -9 tests in test_crash.py do it for real, with
     timing); it is undone before returning."""
-    from snap_spark.lake import LakeError
+    from snap_spark.lake import DataCommit, LakeError
     from snap_spark.lake.delta_rs import DeltaRsLake
 
-    real_add = DeltaRsLake.add_files
+    real_commit = DeltaRsLake.commit
 
-    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
-        if table_path.endswith("/messages"):
+    def failing_commit(self: Any, spark_: Any, change: DataCommit) -> bool:
+        if change.mode == "add" and change.path.endswith("/messages"):
             raise LakeError("the driver dies before the second commit")
-        return real_add(self, spark_, table_path, *args, **kwargs)
+        return real_commit(self, spark_, change)
 
     with monkeypatch.context() as patch:
-        patch.setattr(DeltaRsLake, "add_files", failing_add)
+        patch.setattr(DeltaRsLake, "commit", failing_commit)
         with pytest.raises(LakeError):
             run(spark, inputs, str(lake))
 

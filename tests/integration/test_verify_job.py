@@ -150,28 +150,29 @@ def test_new_file_in_folder_is_the_only_one_ingested(
 def test_a_run_that_dies_between_the_commits_is_completed_by_the_next(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snap_spark.lake import LakeError
+    from snap_spark.lake import DataCommit, LakeError
     from snap_spark.lake.delta_rs import DeltaRsLake
 
     path = tmp_path / "in.jsonl"
     lines = [envelope(signed(id=f"m{i}")) for i in range(5)] + [envelope(signed(id="m0"))]
     path.write_bytes(b"\n".join(lines) + b"\n")
     lake = tmp_path / "lake"
-    real_add = DeltaRsLake.add_files
+    real_commit = DeltaRsLake.commit
 
-    def failing_add(self: Any, spark_: Any, table_path: str, *args: Any, **kwargs: Any) -> bool:
-        if table_path.endswith("messages") and "raw_" not in table_path:
+    def failing_commit(self: Any, spark_: Any, change: DataCommit) -> bool:
+        if (change.mode == "add" and change.path.endswith("messages")
+                and "raw_" not in change.path):
             raise LakeError("disk full")  # the driver dies before the second commit
-        return real_add(self, spark_, table_path, *args, **kwargs)
+        return real_commit(self, spark_, change)
 
-    monkeypatch.setattr(DeltaRsLake, "add_files", failing_add)
+    monkeypatch.setattr(DeltaRsLake, "commit", failing_commit)
     with pytest.raises(LakeError):
         run(spark, [str(path)], str(lake))
     assert len(table(lake, "raw_messages")) == len(lines)
     assert not (lake / "messages").exists()  # its written files were deleted
     assert not (lake / "_staging").exists()
 
-    monkeypatch.setattr(DeltaRsLake, "add_files", real_add)
+    monkeypatch.setattr(DeltaRsLake, "commit", real_commit)
     healed = run(spark, [str(path)], str(lake))
     assert (healed.raw_rows_written, healed.message_rows_written) == (0, len(lines))
     assert healed.counts == {None: 5, 2006: 1}

@@ -3,8 +3,8 @@ shared test session, tables checked with delta-rs (``deltalake``), independently
 
 Most tests stage the files outside the table folder (:func:`staged`): delta-spark then
 commits them with Delta's own writer (an append, an overwrite, or a MERGE for
-``replace_keys``), the path a table with features only Delta keeps takes. Files written in
-the folder of a plain table are committed in place (``test_add_files_appends_staged_parquet_once``,
+keys replaced), the path a table with features only Delta keeps takes. Files written in
+the folder of a plain table are committed in place (``test_commit_adds_staged_parquet_once``,
 and ``tests/lake/test_replace_keys.py``).
 
 These tests fail (never skip) when Delta's JARs are missing: run ``make setup``.
@@ -12,6 +12,7 @@ These tests fail (never skip) when Delta's JARs are missing: run ``make setup``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -27,7 +28,14 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from snap_spark.lake import Lake, LakeError, LakeSchemaError, commit_data_files, get_lake
+from snap_spark.lake import (
+    DataCommit,
+    Lake,
+    LakeError,
+    LakeSchemaError,
+    commit_data_files,
+    get_lake,
+)
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.delta_spark import (
@@ -178,10 +186,10 @@ def test_partitioned_add_read_back_and_distinct_values(
                                                            "agent-2"}
 
 
-def test_replace_keys_merges_and_skips_a_replayed_transaction(
+def test_commit_of_keys_merges_and_skips_a_replayed_transaction(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """``replace_keys`` of staged files is one Delta MERGE: the rows of the keys replaced,
+    """Replacing the rows of keys by staged files is one Delta MERGE: the rows of the keys replaced,
     the others kept; a replayed transaction is skipped."""
     lake = delta_spark_lake(spark)
     path = str(tmp_path / "tasks")
@@ -248,7 +256,7 @@ def test_read_old_version_and_history(spark: SparkSession, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("deletion_vectors", [False, True])
-def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Path,
+def test_commit_adds_staged_parquet_once(spark: SparkSession, tmp_path: Path,
                                                deletion_vectors: bool) -> None:
     """The batch job's path: files written under ``data_root`` go in as one commit; a re-run
     of the same transaction adds nothing. A plain table (every table snap-spark creates)
@@ -284,12 +292,12 @@ def test_add_files_appends_staged_parquet_once(spark: SparkSession, tmp_path: Pa
     files = writer.close()
     assert len(files) == 2
 
-    assert lake.add_files(spark, path, root, files, schema=MESSAGES,
-                          partition_by=["event_date"], app_id="run", version=1)
-    assert not lake.add_files(spark, path, root, files, schema=MESSAGES,
-                              partition_by=["event_date"], app_id="run", version=1)
-    assert lake.add_files(spark, path, root, [], schema=MESSAGES, partition_by=["event_date"],
-                          app_id="empty", version=1)  # no files: only the transaction
+    run = DataCommit(path=path, root=root, files=files, schema=MESSAGES,
+                     partition_by=["event_date"], app_id="run", version=1)
+    assert lake.commit(spark, run)
+    assert not lake.commit(spark, run)
+    empty = dataclasses.replace(run, files=[], app_id="empty")
+    assert lake.commit(spark, empty)  # no files: only the transaction
 
     table = DeltaTable(path)
     created = 1 if deletion_vectors else 0  # the CREATE TABLE is a version of its own

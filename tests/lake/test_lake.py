@@ -1,6 +1,7 @@
 """The delta-rs Lake backend end to end through the operations jobs use: Spark tasks write
-the Parquet files, :func:`commit_data_files` commits them (``add_files``, ``replace_files``,
-``replace_keys``); real Spark, real Delta tables, checked with delta-rs."""
+the Parquet files, :func:`commit_data_files` commits them (:meth:`Lake.commit`: added,
+replacing the table, replacing the rows of keys); real Spark, real Delta tables, checked
+with delta-rs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``Lake.replace_keys`` on both backends: the rows of some keys replaced by staged files in
-one commit, every other row untouched; tables read back with delta-rs."""
+"""``Lake.commit`` of keys (a :class:`DataCommit` with ``keys``) on both backends: the rows
+of some keys replaced by staged files in one commit, every other row untouched; tables read
+back with delta-rs."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from snap_spark.lake import Lake, LakeSchemaError, PartitionedFileWriter, to_arrow
+from snap_spark.lake import DataCommit, Lake, LakeSchemaError, PartitionedFileWriter, to_arrow
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_rs import DeltaRsLake
 from snap_spark.lake.files import DataFile
@@ -66,9 +67,10 @@ def replace(spark: SparkSession, lake: Lake, path: Path, keys: list[str],
             rows: list[dict[str, Any]], version: int, app_id: str = "refresh") -> bool:
     root, files = stage(lake, path, rows)
     frame = spark.createDataFrame([(k,) for k in keys], "task_id string")
-    return lake.replace_keys(spark, str(path), root, files, keys=frame, schema=SCHEMA,
-                             partition_by=PARTITIONS, app_id=app_id, version=version,
-                             commit_info={"job": "test"})
+    return lake.commit(spark, DataCommit(path=str(path), root=root, files=files, keys=frame,
+                                         schema=SCHEMA, partition_by=PARTITIONS,
+                                         app_id=app_id, version=version,
+                                         commit_info={"job": "test"}))
 
 
 def content(path: Path) -> list[tuple[Any, ...]]:
@@ -142,8 +144,9 @@ def test_replace_keys_refuses_keys_of_other_types(spark: SparkSession, lake: Lak
     unknown = spark.createDataFrame([("x",)], StructType([StructField("nope", StringType())]))
     for keys in (wrong, unknown):
         with pytest.raises(LakeSchemaError):
-            lake.replace_keys(spark, str(path), root, files, keys=keys, schema=SCHEMA,
-                              partition_by=PARTITIONS, app_id="x", version=1)
+            lake.commit(spark, DataCommit(path=str(path), root=root, files=files, keys=keys,
+                                          schema=SCHEMA, partition_by=PARTITIONS,
+                                          app_id="x", version=1))
     assert content(path) == [tuple(row("a", 0, "working").values())]
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from snap_spark import storage
-from snap_spark.lake import commit_rows
+from snap_spark.lake import DataCommit, commit_rows
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_log import commit_files, open_table
 from snap_spark.lake.delta_rs import DeltaRsLake
@@ -102,10 +102,10 @@ def test_delta_rs_lake_on_s3(s3_spark: SparkSession, s3: S3Server, s3_prefix: st
         writer.write(batch)
     files = writer.close()
     assert len(files) == 2
-    assert lake.add_files(spark, path, root, files, schema=extra.schema, partition_by=["day"],
-                          app_id="backfill", version=3) is True
-    assert lake.add_files(spark, path, root, files, schema=extra.schema, partition_by=["day"],
-                          app_id="backfill", version=3) is False
+    backfill = DataCommit(path=path, root=root, files=files, schema=extra.schema,
+                          partition_by=["day"], app_id="backfill", version=3)
+    assert lake.commit(spark, backfill) is True
+    assert lake.commit(spark, backfill) is False
     assert lake.txn_version(path, "backfill") == 3 and lake.txn_version(path, "ingest") == 0
 
     history = lake.history(path)
