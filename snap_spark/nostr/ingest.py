@@ -25,8 +25,9 @@ relays (:func:`snap_spark.nostr.client.fetch_events`), and then:
    ``agent_cards``, and the valid cards it displaces become ``superseded``, in
    ``nostr_events`` and in the history alike (a late, older card is superseded at once).
 
-Each table is then replaced key by key in one commit (:meth:`snap_spark.lake.Lake.replace_keys`),
-so running the same input again changes nothing.
+Each table is then replaced key by key in one commit
+(:func:`snap_spark.lake.commit_data_files` with ``keys``), so running the same input again
+changes nothing.
 
 Example::
 

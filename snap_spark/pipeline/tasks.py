@@ -8,9 +8,9 @@ writes the rows of both tables as Parquet files for one commit each.
 
 Two ways in, one fold: :func:`rebuild_tasks` folds every task and replaces both tables;
 :func:`refresh_tasks` folds only the tasks it is given (every report of each, old and new)
-and replaces just their rows (:meth:`snap_spark.lake.Lake.replace_keys`). Both give the
-same rows for a task, so refreshing the tasks each run touched keeps the tables equal to a
-full rebuild.
+and replaces just their rows (:func:`snap_spark.lake.commit_data_files` with ``keys``).
+Both give the same rows for a task, so refreshing the tasks each run touched keeps the
+tables equal to a full rebuild.
 
 Examples:
     Three responses reporting the state of task ``t1`` (a response needs no signature), the
@@ -305,8 +305,8 @@ def _state_reports(messages: DataFrame) -> DataFrame:
 
 
 def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> TasksResult:
-    """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full with
-    ``replace_files``, or those tasks' rows with ``replace_keys``."""
+    """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full
+    (``replace=True``), or those tasks' rows (``keys``)."""
     import time
 
     from pyspark.sql.pandas.types import from_arrow_schema
