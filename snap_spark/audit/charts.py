@@ -75,6 +75,16 @@ UNDATED_GAP = 1.0
 UNDATED_LABEL = "no receipt\ntime"
 
 
+def _daily_axes(ax: Axes, ylabel: str, title: str, dates: Sequence[str], undated: bool
+                ) -> None:
+    """Labels, count axis, legend and day ticks of a per-day chart."""
+    ax.set_ylabel(ylabel)
+    _count_axis(ax.yaxis)
+    ax.set_title(title)
+    _legend_outside(ax)
+    _date_ticks(ax, dates, undated)
+
+
 def _count_axis(axis: Any, bins: int = 5) -> None:
     axis.set_major_locator(MaxNLocator(integer=True, nbins=bins, min_n_ticks=2))
     axis.set_major_formatter(THOUSANDS)
@@ -110,11 +120,7 @@ def verdict_mix(messages: Mapping[str, Any]) -> Figure:
         ax.bar([at], [undated["valid"]], color=VALID_COLOUR, hatch="//", edgecolor="white")
         ax.bar([at], [undated["rejected"]], bottom=[undated["valid"]], color=REJECTED_COLOUR,
                hatch="//", edgecolor="white")
-    ax.set_ylabel("messages")
-    _count_axis(ax.yaxis)
-    ax.set_title("Verdict mix per day (receipt date)")
-    _legend_outside(ax)
-    _date_ticks(ax, dates, bool(undated))
+    _daily_axes(ax, "messages", "Verdict mix per day (receipt date)", dates, bool(undated))
     return fig
 
 
@@ -162,11 +168,7 @@ def rejections_by_code(messages: Mapping[str, Any]) -> Figure:
             ax.bar([spot], [undated[code]], bottom=[apart], color=CODE_COLOURS.get(code),
                    hatch="//", edgecolor="white")
             apart += undated[code]
-    ax.set_ylabel("rejected messages")
-    _count_axis(ax.yaxis)
-    ax.set_title("Rejections per day by error code")
-    _legend_outside(ax)
-    _date_ticks(ax, dates, bool(undated))
+    _daily_axes(ax, "rejected messages", "Rejections per day by error code", dates, bool(undated))
     return fig
 
 
