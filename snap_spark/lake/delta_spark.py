@@ -132,16 +132,14 @@ class DeltaSparkLake:
         """``DeltaTable.history()``, newest first, ``timestamp`` as ms since the epoch.
 
         Examples:
-            >>> import pyarrow as pa
-            >>> from deltalake import DeltaTable, write_deltalake
-            >>> path = str(tmp / "counts")
-            >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
-            >>> _ = DeltaTable(path).delete("n = 1")
-            >>> history = DeltaSparkLake(spark).history(path)
-            >>> [(h["version"], h["operation"]) for h in history]
-            [(1, 'DELETE'), (0, 'WRITE')]
-            >>> type(history[0]["timestamp"])
-            <class 'int'>
+            The same entries as the delta-rs backend's
+            (:meth:`~snap_spark.lake.delta_rs.DeltaRsLake.history`), from Delta's own reader:
+
+            >>> spark.range(3).write.format("delta").save(str(tmp / "t"))
+            >>> spark.range(2).write.format("delta").mode("append").save(str(tmp / "t"))
+            >>> history = DeltaSparkLake(spark).history(str(tmp / "t"))
+            >>> [(h["version"], h["operation"], type(h["timestamp"])) for h in history]
+            [(1, 'WRITE', <class 'int'>), (0, 'WRITE', <class 'int'>)]
         """
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F

@@ -23,7 +23,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,22 +211,29 @@ def _timestamp_stat(micros: int) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: Which Delta statistics a column of an Arrow type gets: min/max of its kind, or only
+#: its null count; the first test that holds decides.
+_STATS_KINDS: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_integer, "int"),
+    (pa.types.is_floating, "float"),
+    (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+    (pa.types.is_date32, "date"),
+    (pa.types.is_timestamp, "timestamp"),
+    (lambda t: pa.types.is_boolean(t) or pa.types.is_decimal(t) or pa.types.is_binary(t)
+     or pa.types.is_large_binary(t), "count"),
+)
+
+
 def _stats_kind(arrow_type: pa.DataType) -> str | None:
-    if pa.types.is_integer(arrow_type):
-        return "int"
-    if pa.types.is_floating(arrow_type):
-        return "float"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    if pa.types.is_date32(arrow_type):
-        return "date"
-    if pa.types.is_timestamp(arrow_type):
-        return "timestamp"
-    if pa.types.is_boolean(arrow_type) or pa.types.is_decimal(arrow_type):
-        return "count"
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return "count"
-    return None  # nested types: no statistics (Delta expects per-leaf nesting for those)
+    """The statistics kind of a column (:data:`_STATS_KINDS`); ``None`` for nested types,
+    which get no statistics (Delta expects per-leaf nesting for those).
+
+    Examples:
+        >>> [_stats_kind(t) for t in (pa.int32(), pa.large_string(), pa.bool_(),
+        ...                             pa.list_(pa.int8()))]
+        ['int', 'string', 'count', None]
+    """
+    return next((kind for test, kind in _STATS_KINDS if test(arrow_type)), None)
 
 
 class FileStats:
