@@ -141,15 +141,26 @@ class JarSet:
         ('org.example:demo_2.13:1.0',)
         >>> s.coordinate()
         'org.example:demo_2.13:1.0'
+
+        The cache's variable, folder and file marker follow from the name and the first
+        artifact unless given:
+
+        >>> KAFKA.cache_env, KAFKA.folder, KAFKA.marker
+        ('SNAP_SPARK_KAFKA_JARS', 'kafka-jars', 'org.apache.spark_spark-sql-kafka-0-10_')
+        >>> DELTA.marker
+        'io.delta_delta-spark_'
     """
 
     name: str
     label: str
     artifacts: tuple[str, ...]
     versions: Callable[[], str]
-    cache_env: str
-    folder: str
-    marker: str
+    #: the variable naming the cache folder (default ``SNAP_SPARK_<NAME>_JARS``)
+    cache_env: str = ""
+    #: the cache folder's name under the environment (default ``<name>-jars``)
+    folder: str = ""
+    #: default: the first artifact's, ``<group>_<name without its Scala suffix>_``
+    marker: str = ""
     #: What fails without the set, for the one line ``make setup`` prints when offline.
     consequence: str = "the code that needs them fails"
     error: type[MavenJarsError] = MavenJarsError
@@ -159,6 +170,15 @@ class JarSet:
     #: as Spark does by default: a local Maven repository holding a dependency's POM but
     #: not its JAR (left by Maven's own resolution) makes Spark's resolver fail.
     remote_only: bool = False
+
+    def __post_init__(self) -> None:
+        group, artifact = self.artifacts[0].split(":")[:2]
+        defaults = {"cache_env": f"SNAP_SPARK_{self.name.upper()}_JARS",
+                    "folder": f"{self.name}-jars",
+                    "marker": f"{group}_{artifact.rsplit('_', 1)[0]}_"}
+        for name, value in defaults.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, value)
 
     def coordinates(self, version: str | None = None) -> tuple[str, ...]:
         """The set's Maven coordinates at ``version`` (default: the installed one)."""
@@ -212,9 +232,6 @@ DELTA = JarSet(
     label="Delta JARs",
     artifacts=(f"io.delta:delta-spark_{SCALA_BINARY_VERSION}",),
     versions=package_version("delta-spark"),
-    cache_env="SNAP_SPARK_DELTA_JARS",
-    folder="delta-jars",
-    marker="io.delta_delta-spark_",
     consequence="runs use the delta-rs backend and the delta-spark tests fail",
     error=DeltaJarsError,
 )
@@ -224,9 +241,6 @@ KAFKA = JarSet(
     label="Kafka connector JARs",
     artifacts=(f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}",),
     versions=package_version("pyspark"),
-    cache_env="SNAP_SPARK_KAFKA_JARS",
-    folder="kafka-jars",
-    marker="org.apache.spark_spark-sql-kafka-0-10_",
     consequence="Kafka sources are not available and the Kafka tests fail",
     error=KafkaJarsError,
     # The connector needs spark-token-provider-kafka of its own version. Some Maven
