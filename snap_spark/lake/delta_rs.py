@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from snap_spark import storage
@@ -96,6 +96,16 @@ __all__ = [
 # -- reads (Spark) --------------------------------------------------------------------------
 
 
+class ListedFiles(NamedTuple):
+    """Data files to read as one table: its schema and partition columns, each file's
+    location and its partition values (in the order of ``partition_columns``)."""
+
+    schema: StructType
+    partition_columns: Sequence[str]
+    files: Sequence[str]
+    partitions: Sequence[tuple[Any, ...]]
+
+
 def read_table(spark: SparkSession, uri: str, version: int | None = None) -> DataFrame:
     """Read a Delta table snapshot with Spark from the files delta-rs lists.
 
@@ -123,13 +133,14 @@ def read_table(spark: SparkSession, uri: str, version: int | None = None) -> Dat
     columns = [f.name for f in schema.fields]
     if not _spark_opens(spark, uri):
         partitions = _partition_values(actions, partition_columns)
-        return _read_through_storage(spark, schema, partition_columns, files, partitions)
+        return _read_through_storage(spark, ListedFiles(schema, partition_columns, files,
+                                                          partitions))
     if not partition_columns:
         return spark.read.schema(schema).parquet(*files).select(*columns)
     partitions = _partition_values(actions, partition_columns)
     if _hive_layout(log_paths, partitions, partition_columns):
         return spark.read.schema(schema).option("basePath", uri).parquet(*files).select(*columns)
-    return _read_by_partition(spark, schema, partition_columns, files, partitions)
+    return _read_by_partition(spark, ListedFiles(schema, partition_columns, files, partitions))
 
 
 def _absolute(uri: str, log_path: str) -> str:
@@ -243,18 +254,13 @@ def read_data_files(spark: SparkSession, files: Sequence[str], schema: StructTyp
         >>> sorted(df.collect())  # the columns in the schema's order, whatever the file's
         [Row(id='a', n=1), Row(id='b', n=2), Row(id='c', n=3)]
     """
-    return _read_through_storage(spark, schema, [], files, [()] * len(files))
+    return _read_through_storage(spark, ListedFiles(schema, [], files, [()] * len(files)))
 
 
-def _read_through_storage(
-    spark: SparkSession,
-    schema: StructType,
-    partition_columns: Sequence[str],
-    files: Sequence[str],
-    partitions: Sequence[tuple[Any, ...]],
-) -> DataFrame:
+def _read_through_storage(spark: SparkSession, listed: ListedFiles) -> DataFrame:
     """Read data files in Python tasks through :mod:`snap_spark.storage` (schemes Spark's
     Hadoop layer cannot open); each file's partition values come from the log."""
+    schema, partition_columns, files, partitions = listed
     arrow_schema = to_arrow(schema)
     tasks = [
         (path, dict(zip(partition_columns, values, strict=True)))
@@ -310,14 +316,9 @@ def _hive_layout(
     return True
 
 
-def _read_by_partition(
-    spark: SparkSession,
-    schema: StructType,
-    partition_columns: Sequence[str],
-    files: Sequence[str],
-    partitions: Sequence[tuple[Any, ...]],
-) -> DataFrame:
+def _read_by_partition(spark: SparkSession, listed: ListedFiles) -> DataFrame:
     """Read each partition's files apart and add its (typed) values as literal columns."""
+    schema, partition_columns, files, partitions = listed
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType as SparkStructType
 

@@ -161,12 +161,11 @@ class DeltaSparkLake:
         """Latest app transaction version of ``app_id``, read with delta-rs.
 
         Examples:
-            >>> import pyarrow as pa
-            >>> from deltalake import CommitProperties, Transaction, write_deltalake
-            >>> path = str(tmp / "messages")
-            >>> write_deltalake(path, pa.table({"n": [1]}), commit_properties=CommitProperties(
-            ...     app_transactions=[Transaction("ingest", 4)]))
-            >>> lake = DeltaSparkLake(spark)
+            A transaction Delta's own writer recorded (its ``txnAppId``/``txnVersion``):
+
+            >>> (spark.range(1).write.format("delta").option("txnAppId", "ingest")
+            ...  .option("txnVersion", 4).save(str(tmp / "messages")))
+            >>> path, lake = str(tmp / "messages"), DeltaSparkLake(spark)
             >>> lake.txn_version(path, "ingest"), lake.txn_version(path, "other")
             (4, None)
         """
