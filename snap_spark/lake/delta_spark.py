@@ -110,12 +110,9 @@ class DeltaSparkLake:
         """``spark.read.format("delta")``, with ``versionAsOf`` when ``version`` is given.
 
         Examples:
-            >>> import pyarrow as pa
-            >>> from deltalake import write_deltalake
-            >>> path = str(tmp / "counts")
-            >>> write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
-            >>> write_deltalake(path, pa.table({"id": ["c"], "n": [3]}), mode="append")
-            >>> lake = DeltaSparkLake(spark)
+            >>> path, lake = str(tmp / "ids"), DeltaSparkLake(spark)
+            >>> spark.range(2).write.format("delta").save(path)
+            >>> spark.range(5, 6).write.format("delta").mode("append").save(path)
             >>> lake.read(spark, path).count(), lake.read(spark, path, version=0).count()
             (3, 2)
         """

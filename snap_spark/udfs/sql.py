@@ -64,17 +64,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
+from pyspark.sql import types as T
 from pyspark.sql.pandas.functions import pandas_udf
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 from snap_spark.protocol.errors import ERROR_NAMES, SnapError
 from snap_spark.protocol.jcs import canonicalize
@@ -120,39 +111,39 @@ CANONICAL_MAX_DEPTH = 256
 #: Result of ``snap_verify``. ``verdict``/``error_code``/``error_detail`` are the protocol's
 #: ``Checked.verdict``/``stateless_code``/``stateless_detail`` (detail NULL when valid).
 #: Every field is nullable: Spark refuses a pandas UDF result declared otherwise.
-VERIFY_TYPE = StructType([
-    StructField("verdict", StringType()),
-    StructField("error_code", IntegerType()),
-    StructField("error_name", StringType()),
-    StructField("error_detail", StringType()),
+VERIFY_TYPE = T.StructType([
+    T.StructField("verdict", T.StringType()),
+    T.StructField("error_code", T.IntegerType()),
+    T.StructField("error_name", T.StringType()),
+    T.StructField("error_detail", T.StringType()),
     # True when checks 1-5 passed: the line may still be a replay (2006), which needs the
     # stream (snap_spark.protocol.replay), and only such lines enter the replay store.
-    StructField("replay_candidate", BooleanType()),
-    StructField("needs_clock", BooleanType()),
-    StructField("is_envelope", BooleanType()),
-    StructField("msg_id", StringType()),
-    StructField("version", StringType()),
-    StructField("sender", StringType()),
-    StructField("recipient", StringType()),
-    StructField("msg_type", StringType()),
-    StructField("method", StringType()),
-    StructField("timestamp", LongType()),
-    StructField("received_at", DoubleType()),
-    StructField("has_sig", BooleanType()),
-    StructField("canonical_payload", StringType()),
+    T.StructField("replay_candidate", T.BooleanType()),
+    T.StructField("needs_clock", T.BooleanType()),
+    T.StructField("is_envelope", T.BooleanType()),
+    T.StructField("msg_id", T.StringType()),
+    T.StructField("version", T.StringType()),
+    T.StructField("sender", T.StringType()),
+    T.StructField("recipient", T.StringType()),
+    T.StructField("msg_type", T.StringType()),
+    T.StructField("method", T.StringType()),
+    T.StructField("timestamp", T.LongType()),
+    T.StructField("received_at", T.DoubleType()),
+    T.StructField("has_sig", T.BooleanType()),
+    T.StructField("canonical_payload", T.StringType()),
 ])
 #: :data:`VERIFY_TYPE` as DDL.
 VERIFY_DDL = VERIFY_TYPE.simpleString()
 
 #: Result of ``snap_p2tr_key``.
-P2TR_TYPE = StructType([
-    StructField("valid", BooleanType()),
-    StructField("network", StringType()),
-    StructField("output_key", StringType()),  # 32-byte x-only tweaked key Q, lowercase hex
+P2TR_TYPE = T.StructType([
+    T.StructField("valid", T.BooleanType()),
+    T.StructField("network", T.StringType()),
+    T.StructField("output_key", T.StringType()),  # 32-byte x-only tweaked key Q, lowercase hex
     # A strict address may carry a program that is no curve point: verifying a message from
     # it fails (2001), not the address rules (2005).
-    StructField("on_curve", BooleanType()),
-    StructField("error", StringType()),
+    T.StructField("on_curve", T.BooleanType()),
+    T.StructField("error", T.StringType()),
 ])
 #: :data:`P2TR_TYPE` as DDL.
 P2TR_DDL = P2TR_TYPE.simpleString()
@@ -301,7 +292,7 @@ def _frame(cols: dict[str, list[Any]], names: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(cols[name], dtype=object) for name in names})
 
 
-def _vectorized(fn: Callable[..., Any], return_type: DataType) -> UserDefinedFunctionLike:
+def _vectorized(fn: Callable[..., Any], return_type: T.DataType) -> UserDefinedFunctionLike:
     """A scalar pandas UDF of ``fn`` (Series in, Series or DataFrame out, typed by its hints)."""
     # pyspark's stubs know only the deprecated ``functionType=`` spelling of this call.
     udf = pandas_udf(fn, return_type)  # type: ignore[call-overload]
@@ -371,7 +362,7 @@ def _canonicalize_udf() -> UserDefinedFunctionLike:
     def snap_canonicalize(payload: pd.Series) -> pd.Series:
         return pd.Series(canonicalize_texts(payload.tolist()), dtype=object)
 
-    return _vectorized(snap_canonicalize, StringType())
+    return _vectorized(snap_canonicalize, T.StringType())
 
 
 def _p2tr_udf() -> UserDefinedFunctionLike:
