@@ -174,16 +174,10 @@ def iter_line_lists(
         yield line_nos, raws, errors
 
 
-def iter_line_batches(
-    path: str,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
-    max_batch_bytes: int = MAX_BATCH_BYTES,
-    *,
-    start: int = 0,
-    end: int | None = None,
-    first_line: int = 1,
-) -> Iterator[pa.RecordBatch]:
-    """Yield the lines of one file as Arrow record batches in line order.
+def iter_line_batches(path: str, batch_rows: int = DEFAULT_BATCH_ROWS,
+                      max_batch_bytes: int = MAX_BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+    """Yield the lines of one file as Arrow record batches in line order (a range of it:
+    :func:`iter_line_lists` with ``start``, ``end`` and ``first_line``).
 
     A batch closes at ``batch_rows`` lines or once it holds ``max_batch_bytes`` of ``raw``,
     whichever comes first. A line too long for a Spark binary cell (over
@@ -199,8 +193,7 @@ def iter_line_batches(
         >>> batch.column("line_no").to_pylist(), batch.column("raw").to_pylist()
         ([1, 2, 3, 4], [b'{"id": 1}', b'', b'not json\\r', b'{"id": 4}'])
     """
-    for line_nos, raws, errors in iter_line_lists(path, batch_rows, max_batch_bytes,
-                                                  start=start, end=end, first_line=first_line):
+    for line_nos, raws, errors in iter_line_lists(path, batch_rows, max_batch_bytes):
         yield lines_batch(path, line_nos, raws, errors)
 
 
@@ -281,8 +274,10 @@ def _map_ranges(
 def _range_lines(
     batch_rows: int, max_batch_bytes: int, part: LineRange, _index: int
 ) -> Iterator[pa.RecordBatch]:
-    yield from iter_line_batches(part.path, batch_rows, max_batch_bytes, start=part.start,
-                                 end=part.end, first_line=part.first_line)
+    for line_nos, raws, errors in iter_line_lists(part.path, batch_rows, max_batch_bytes,
+                                                  start=part.start, end=part.end,
+                                                  first_line=part.first_line):
+        yield lines_batch(part.path, line_nos, raws, errors)
 
 
 def read_lines(
