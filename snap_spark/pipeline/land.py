@@ -14,10 +14,10 @@ writes, without sending the lines back to the JVM:
 Spark only sees what the rest of the job needs, one narrow row each (:data:`LANDED_FIELDS`):
 a ``candidate`` per line that passed checks 1-5 (sender, id, receipt time: the replay
 input), ``count`` rows (lines per file and code), and ``raw_file`` / ``staged`` rows
-describing what was written. The replay fold (:func:`fold_landed`) runs on those rows
-after one shuffle, and :func:`write_messages` turns the staged rows into the ``messages``
-Parquet files with the final verdicts. The driver commits both tables
-(:meth:`snap_spark.lake.Lake.add_files`).
+describing what was written. The replay fold (:func:`fold_replays`, which runs
+:func:`fold_landed`) runs on those rows after one shuffle, and :func:`write_messages` turns
+the staged rows into the ``messages`` Parquet files with the final verdicts. The driver
+commits both tables (:meth:`snap_spark.lake.Lake.add_files`).
 
 A task that meets a bare line while no receipt clock is configured deletes what it wrote
 and reports it (kind ``bare``); the driver then stops the run with nothing committed.
@@ -28,13 +28,14 @@ never committed: Delta ignores them and ``VACUUM`` removes them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,6 +61,9 @@ from snap_spark.processes import owner_alive
 from snap_spark.protocol.replay import line_name, replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 #: Rows Spark receives from the landing tasks (and from :func:`fold_landed`).
 LANDED_FIELDS: list[pa.Field] = [
@@ -295,6 +299,28 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
     ]
     if rows:
         yield _rows_batch(rows)
+
+
+def fold_replays(landed: DataFrame, window: float, candidates_dir: str | None = None
+                 ) -> DataFrame:
+    """The replay fold as a Spark step: ``landed`` rows (:data:`LANDED_SCHEMA` columns)
+    hash-partitioned by ``(sender, msg_id)``, each partition sorted in receipt order
+    (``received_at, source_file, line_no``), folded by :func:`fold_landed` (``window`` in
+    seconds; ``candidates_dir``: also keep the candidates there). The result, lazy, is
+    :data:`LANDED_SCHEMA` rows: every row that is not a ``candidate``, a ``duplicate`` row
+    per candidate the fold makes a 2006, and with ``candidates_dir`` a ``span`` row per
+    task that wrote candidates.
+
+    Example (a DataFrame ``landed`` of landing rows)::
+
+        duplicates = fold_replays(landed, 120.0).filter("kind = 'duplicate'")
+    """
+    return (
+        landed.repartition("sender", "msg_id")
+        .sortWithinPartitions("received_at", "source_file", "line_no")
+        .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
+                    landed_struct())
+    )
 
 
 #: The replay candidates a landing run keeps for its lake lookup (one Parquet file per task).

@@ -10,7 +10,7 @@ the lake, landed by earlier runs, and may even have been received *after* this r
    candidate minus the window (partition-pruned by ``event_date``, the receipt date), and
    whose ``(sender, msg_id)`` is one of the run's;
 2. for each such key, the lake's rows and the run's candidates are folded together in
-   receipt order by the protocol's step (:func:`snap_spark.protocol.replay.replay_step`),
+   receipt order by the protocol's fold (:func:`snap_spark.protocol.replay.fold_candidates`),
    starting from the lake's stored verdicts before the run's first copy (those cannot
    change: a fold's verdicts before an inserted row stay as they were);
 3. the result: the final verdict of each of the run's candidates of those keys
@@ -36,18 +36,17 @@ import datetime as dt
 import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.replay import (
-    EMPTY_STATE,
     ReplayCandidate,
     ReplayKeyState,
     duplicate_detail,
+    fold_candidates,
     line_name,
-    step_in_order,
 )
 from snap_spark.protocol.verdict import (
     CANDIDATE_CODES,
@@ -236,26 +235,30 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         return []
     out: list[dict[str, Any]] = [{"kind": "key"}]
     # The lake's verdicts before the run's first copy stand; the last accepted one of them
-    # is where the fold starts.
+    # is where the fold starts. A candidate's ref is its position in ``rows``.
     anchor: float | None = None
-    accepted_name: str | None = None
-    for row in rows[:first_run]:
-        if row["stored_code"] is None:
-            anchor, accepted_name = row["received_at"], line_name(row["source_file"],
-                                                                  row["line_no"])
-    state: ReplayKeyState = EMPTY_STATE._replace(anchor=anchor, last_accepted=anchor)
-    for row in rows[first_run:]:
-        at = float(row["received_at"])
-        decision, state = step_in_order(state, ReplayCandidate(at, row["code"]), window)
-        seen = decision.duplicate_of
+    anchor_row: int | None = None
+    for i in range(first_run):
+        if rows[i]["stored_code"] is None:
+            anchor, anchor_row = rows[i]["received_at"], i
+    state = ReplayKeyState(anchor=anchor, last_accepted=anchor)
+    tail = rows[first_run:]
+    candidates = [ReplayCandidate(float(row["received_at"]), row["code"], i)
+                  for i, row in enumerate(tail, first_run)]
+    fold = fold_candidates(state, candidates, window, in_order=True, track_accepted=True,
+                           accepted=anchor_row)
+    accepted_rows = fold.accepted
+    for i, decision in enumerate(fold.decisions):
+        row, at, seen = tail[i], candidates[i].received_at, decision.duplicate_of
         code = candidate_code(row["code"], seen is not None)
         detail: str | None
         if seen is not None:
-            detail = duplicate_detail(seen, at, window, accepted_name)
+            accepted = accepted_rows[i]
+            named = None if accepted is None else rows[cast(int, accepted)]
+            detail = duplicate_detail(seen, at, window, None if named is None else line_name(
+                named["source_file"], named["line_no"]))
         else:
             detail = row["signature_detail"] if row["origin"] == "lake" else None
-            if code is None:
-                accepted_name = line_name(row["source_file"], row["line_no"])
         common = {"source_file": row["source_file"], "file_key": row["file_key"],
                   "line_no": row["line_no"], "received_at": at, "code": code}
         if row["origin"] == "run":

@@ -1,7 +1,7 @@
 """Verdicts as DataFrames, for notebooks and other jobs: typed ``DataFrame -> DataFrame`` steps.
 
 They run the same code as the batch job (:mod:`snap_spark.pipeline.checked` for the checks
-and rows, :func:`snap_spark.pipeline.land.fold_landed` for replay) and produce rows of the
+and rows, :func:`snap_spark.pipeline.land.fold_replays` for replay) and produce rows of the
 ``messages`` table's shape, without writing anything::
 
     read_lines(spark, paths)                       # one row per input line
@@ -38,7 +38,7 @@ from snap_spark.pipeline.checked import (
     message_rows,
     table_arrow_schema,
 )
-from snap_spark.pipeline.land import fold_landed, landed_struct
+from snap_spark.pipeline.land import fold_replays
 from snap_spark.pipeline.read import (
     MAX_BATCH_BYTES,
     iter_line_lists,
@@ -147,9 +147,7 @@ def find_duplicates(messages: DataFrame, settings: VerifySettings) -> dict[str, 
         F.lit(None).cast("string").alias("info"),
     )
     folded = (
-        candidates.repartition("sender", "msg_id")
-        .sortWithinPartitions("received_at", "source_file", "line_no")
-        .mapInArrow(functools.partial(fold_landed, window), landed_struct())
+        fold_replays(candidates, window)
         .filter("kind = 'duplicate'")
         .select("source_file", "line_no", "info")
     )

@@ -21,11 +21,13 @@ from snap_spark.protocol.keys import (
 )
 from snap_spark.protocol.replay import (
     EMPTY_STATE,
+    KeyFold,
     ReplayCandidate,
     ReplayDecision,
     ReplayKeyState,
     ReplayVerdict,
     expire,
+    fold_candidates,
     replay_step,
     resolve,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "P2TR",
     "Checked",
     "ErrorCode",
+    "KeyFold",
     "LineVerdict",
     "MissingReceiptTime",
     "ReceiptClock",
@@ -73,6 +76,7 @@ __all__ = [
     "decode_p2tr",
     "expire",
     "extract_report",
+    "fold_candidates",
     "fold_task",
     "internal_pubkey",
     "is_valid_p2tr",

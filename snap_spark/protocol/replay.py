@@ -10,8 +10,10 @@ duplicate does not refresh the accepted time. The drift check runs first, so wit
 drift a repeat more than 120 s later is always a 2004 before it could be a 2006.
 
 The rule is written once, as an incremental step over one key's state
-(:func:`replay_step`, :func:`expire`), so a batch fold (:func:`resolve`,
-:func:`replayed_rows`), a stream's state processor and a full rebuild run the same code.
+(:func:`replay_step`, :func:`expire`), and driven by one function, :func:`fold_candidates`
+(a key's state and candidates in, decisions and the new state out), so a batch fold
+(:func:`resolve`, :func:`replayed_rows`), the lake's replay store, a stream's state
+processor and a full rebuild run the same code.
 The state is a :class:`ReplayKeyState`, which :meth:`~ReplayKeyState.to_plain` turns into
 JSON-able values for a state store row or a Delta column.
 
@@ -33,10 +35,11 @@ Examples:
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias
 
 from snap_spark.protocol.errors import fmt_seconds
 from snap_spark.protocol.validate import Checked
@@ -151,14 +154,15 @@ class ReplayKeyState(NamedTuple):
             >>> ReplayKeyState.from_plain(s.to_plain()) == s
             True
         """
-        return {
-            "candidates": [
-                [c.received_at, c.auth_code, c.ref, list(c.order), d]
-                for c, d in zip(self.candidates, self.duplicate_of, strict=True)
-            ],
-            "anchor": self.anchor,
-            "horizon": self.horizon,
-        }
+        candidates = self.candidates
+        rows: list[Plain]
+        if len(candidates) == 1:  # most keys (a hot path)
+            c = candidates[0]
+            rows = [[c.received_at, c.auth_code, c.ref, [*c.order], self.duplicate_of[0]]]
+        else:
+            rows = [[c.received_at, c.auth_code, c.ref, [*c.order], d]
+                    for c, d in zip(candidates, self.duplicate_of, strict=True)]
+        return {"candidates": rows, "anchor": self.anchor, "horizon": self.horizon}
 
     @classmethod
     def from_plain(cls, plain: dict[str, Any]) -> ReplayKeyState:
@@ -178,6 +182,8 @@ EMPTY_STATE = ReplayKeyState()
 #: The decision of every in-order candidate that is not a duplicate (shared: no allocation).
 _FRESH = ReplayDecision(None, (), True)
 _NOT_SEEN = (None,)
+_ONE_FRESH = (_FRESH,)
+_NEVER = sys.maxsize  # a count of candidates no state reaches
 _tuple_new = tuple.__new__  # NamedTuple's own __new__ is twice as slow on the hot path
 
 
@@ -278,7 +284,7 @@ def replay_step(state: ReplayKeyState, candidate: ReplayCandidate,
         return _FRESH, _tuple_new(ReplayKeyState, (
             (*candidates, candidate), state.duplicate_of + _NOT_SEEN, state.anchor, horizon,
             received_at if candidate.auth_code is None else accepted))
-    return ReplayDecision(seen, (), True), _tuple_new(ReplayKeyState, (
+    return _tuple_new(ReplayDecision, (seen, (), True)), _tuple_new(ReplayKeyState, (
         (*candidates, candidate), (*state.duplicate_of, seen), state.anchor, horizon,
         accepted))
 
@@ -375,57 +381,205 @@ def expire(state: ReplayKeyState, watermark: float, window: float = DEFAULT_WIND
 
 def _fold_runs(runs: Iterable[ReplayCandidate | list[ReplayCandidate]], window: float
                ) -> list[tuple[int, float, int]]:
-    """``(row, duplicate_of, accepted row)`` of the candidates that are 2006, by the step
-    rule, sorted; ``accepted row`` is the row of the copy accepted at ``duplicate_of``.
+    """``(row, duplicate_of, accepted row)`` of the candidates that are 2006, sorted;
+    ``accepted row`` is the row of the copy accepted at ``duplicate_of``.
 
     A run is one key's candidates in input order (a lone one not wrapped in a list: most
     keys have one), each ``ref`` its row number. A run is folded in receipt order (ties in
-    input order), so every step is in order and the state is expired as it grows: memory is
-    bounded by the busiest key's traffic within one window.
+    input order) by :func:`fold_candidates` with ``in_order``, so memory is bounded by the
+    busiest key's traffic within one window.
     """
-    out: list[tuple[int, float, int]] = []
-    step = step_in_order
+    out: list[tuple[Any, float, Any]] = []  # refs are ints (Any: no cast() calls)
+    fold = _fold_general  # a run has two candidates or more: no shortcut to look for
     for run in runs:
         if not isinstance(run, list):
             continue  # a lone candidate is never a duplicate (nothing was accepted before it)
         run.sort(key=_received_at)  # stable: ties keep input order
-        state = EMPTY_STATE
-        accepted_row = -1
-        for candidate in run:
-            decision, state = step(state, candidate, window)
+        _, decisions, _, accepted = fold(EMPTY_STATE, run, window, None, True, True, None)
+        for i, decision in enumerate(decisions):
             if decision.duplicate_of is not None:
-                out.append((cast(int, candidate.ref), decision.duplicate_of, accepted_row))
-            elif candidate.auth_code is None:
-                # In order, the accepted copy a later duplicate names is the latest one.
-                accepted_row = cast(int, candidate.ref)
+                out.append((run[i].ref, decision.duplicate_of, accepted[i]))
     out.sort()
     return out
 
 
-#: Candidates a key's state may hold, stepped in receipt order, before it is expired at the
-#: newest one (:func:`step_in_order`): keeps a long run of one key linear.
+#: Candidates a key's state may hold, in a fold in receipt order (``in_order`` of
+#: :func:`fold_candidates`), before it is expired at the newest one: keeps a long run of
+#: one key linear.
 IN_ORDER_EXPIRE_AT = 64
 
 
-def step_in_order(state: ReplayKeyState, candidate: ReplayCandidate, window: float
-                  ) -> tuple[ReplayDecision, ReplayKeyState]:
-    """:func:`replay_step` for a key's candidates taken in receipt order (the batch fold,
-    the lake's replay store): nothing received before ``candidate`` is still to come, so
-    once the state holds :data:`IN_ORDER_EXPIRE_AT` candidates it is expired at this one's
-    receipt time (:func:`expire`), which changes no verdict.
+class KeyFold(NamedTuple):
+    """What :func:`fold_candidates` decided for one key's candidates."""
+
+    #: The key's state after the fold.
+    state: ReplayKeyState
+    #: One per candidate, in the order given: its decision, final for this fold (when a
+    #: later candidate of the same fold changed it, the new verdict is here), ``changed``
+    #: always empty.
+    decisions: Sequence[ReplayDecision]
+    #: Candidates the state held *before* the fold whose verdict it changed, each once, in
+    #: the order first changed, with its new verdict; empty when the fold changed none
+    #: (always so when every candidate sorts after the state's).
+    changed: Sequence[ReplayVerdict]
+    #: With ``track_accepted``: one per candidate, the ``ref`` of the latest copy accepted
+    #: before it (``None``: none), which is the copy its ``duplicate_of`` names when it is
+    #: a duplicate; else empty.
+    accepted: Sequence[Plain]
+
+
+def fold_candidates(
+    state: ReplayKeyState, candidates: Sequence[ReplayCandidate],
+    window: float = DEFAULT_WINDOW, *, watermark: float | None = None,
+    in_order: bool = False, track_accepted: bool = False, accepted: Plain = None,
+) -> KeyFold:
+    """Offer one key's ``candidates`` to its ``state``, in the order given (fold order,
+    ``(received_at, order)``, unless late ones are to re-decide the key): every caller of
+    the rule (the batch fold, the lake's replay store, the stream's state) steps
+    candidates through :func:`replay_step` here, and only here.
+
+    Options, for what differs between the callers:
+
+    - ``watermark`` (the stream): first :func:`expire` the state at ``watermark``; a key
+      left with nothing gets ``horizon = watermark``, so candidates received before it
+      come out ``exact=False`` (what they could change may have been dropped).
+    - ``in_order`` (the batch fold, the lake): the candidates are in receipt order and
+      nothing received before them is still to come, so once the state holds
+      :data:`IN_ORDER_EXPIRE_AT` candidates it is expired at the current one's receipt
+      time, which changes no verdict and keeps a long run of one key linear.
+    - ``track_accepted``: also give, per candidate, the ``ref`` of the latest copy accepted
+      before it, the one a duplicate repeats (every step must be in order, as with
+      ``in_order``); ``accepted`` is the ``ref`` of the copy accepted at
+      ``state.last_accepted`` before the fold.
+
+    A verdict the fold changes is reported once: on the candidate's own decision when it
+    is one of ``candidates``, in :attr:`KeyFold.changed` when the state held it before
+    (only when it really moved). Candidates are told apart by ``ref`` (a list is compared
+    as a tuple): equal refs are one row. A state that ends up holding nothing but a
+    horizon comes back as :data:`EMPTY_STATE`.
+
+    A key with no state (:data:`EMPTY_STATE`) and one candidate, most keys, takes a
+    shortcut, :func:`fresh_state`.
 
     Examples:
+        >>> copies = [ReplayCandidate(at, None, line) for at, line in
+        ...           ((10.0, "line 1"), (40.0, "line 2"), (300.0, "line 3"))]
+        >>> fold = fold_candidates(EMPTY_STATE, copies, 120, in_order=True,
+        ...                        track_accepted=True)
+        >>> [d.duplicate_of for d in fold.decisions], fold.accepted
+        ([None, 10.0, None], [None, 'line 1', 'line 1'])
+        >>> late = fold_candidates(fold.state, [ReplayCandidate(5.0, None, "line 0")], 120,
+        ...                        watermark=1.0)
+        >>> late.decisions[0].duplicate_of, [(v.ref, v.duplicate_of) for v in late.changed]
+        (None, [('line 1', 5.0), ('line 2', 5.0)])
         >>> state = EMPTY_STATE
-        >>> for at in range(100):
-        ...     decision, state = step_in_order(state, ReplayCandidate(float(at * 200), None),
-        ...                                     120)
+        >>> for at in range(100):  # a long run in order keeps a bounded state
+        ...     state = fold_candidates(state, [ReplayCandidate(at * 200.0, None)], 120,
+        ...                             in_order=True).state
         >>> len(state.candidates) < IN_ORDER_EXPIRE_AT
         True
     """
-    decision, state = replay_step(state, candidate, window)
-    if len(state.candidates) >= IN_ORDER_EXPIRE_AT:
-        state = expire(state, candidate.received_at, window)
-    return decision, state
+    if state is EMPTY_STATE and len(candidates) == 1:
+        first = fresh_state(candidates[0], watermark)
+        if first is not None:
+            return _tuple_new(KeyFold, (first, _ONE_FRESH, (),
+                                        (accepted,) if track_accepted else ()))
+    return _fold_general(state, candidates, window, watermark, in_order, track_accepted,
+                         accepted)
+
+
+def _fold_general(state: ReplayKeyState, candidates: Sequence[ReplayCandidate],
+                  window: float, watermark: float | None, in_order: bool,
+                  track_accepted: bool, accepted: Plain) -> KeyFold:
+    """:func:`fold_candidates` without the shortcut for a key seen once (positional)."""
+    if watermark is not None:
+        state = expire(state, watermark, window)
+        if state.is_empty:
+            # Nothing known about the key: what was received before the watermark may
+            # have been dropped, so candidates behind it must come out inexact.
+            state = ReplayKeyState(horizon=watermark)
+    before = state
+    decisions: list[ReplayDecision] = []
+    accepted_refs: list[Plain] = []
+    late: list[int] | None = None  # positions of the decisions that changed other verdicts
+    step, expire_at = replay_step, IN_ORDER_EXPIRE_AT if in_order else _NEVER
+    for candidate in candidates:
+        decision, state = step(state, candidate, window)
+        if len(state.candidates) >= expire_at:
+            state = expire(state, candidate.received_at, window)
+        if decision.changed:
+            late = [] if late is None else late
+            late.append(len(decisions))
+        decisions.append(decision)
+        if track_accepted:
+            # In order, the copy a duplicate names is the latest accepted one before it.
+            accepted_refs.append(accepted)
+            if decision.duplicate_of is None and candidate.auth_code is None:
+                accepted = candidate.ref
+    if state.horizon is not None and not state.candidates and state.anchor is None:
+        state = EMPTY_STATE  # only the horizon marker: nothing worth keeping
+    moved = () if late is None else _apply_changes(before, candidates, decisions, late)
+    return _tuple_new(KeyFold, (state, decisions, moved, accepted_refs))
+
+
+def _apply_changes(before: ReplayKeyState, candidates: Sequence[ReplayCandidate],
+                   decisions: list[ReplayDecision], late: list[int]) -> list[ReplayVerdict]:
+    """Settle the verdicts a fold's late candidates changed (at the positions ``late``, in
+    step order): one of the fold's own candidates gets its new verdict in ``decisions``,
+    and those of the candidates ``before`` held are returned, each once and only if its
+    verdict really moved. Every decision loses its ``changed``."""
+    changed: dict[Any, ReplayVerdict] = {}
+    position: dict[Any, int] = {}  # the fold's candidates stepped so far, by ref
+    done = 0
+    for i in late:
+        for j in range(done, i):
+            position[_ref_key(candidates[j].ref)] = j
+        done = i
+        decision = decisions[i]
+        for verdict in decision.changed:
+            key = _ref_key(verdict.ref)
+            at = position.get(key)
+            if at is not None:  # not expected in fold order; kept exact all the same
+                decisions[at] = ReplayDecision(verdict.duplicate_of, (), decisions[at].exact)
+            else:
+                changed[key] = verdict
+        decisions[i] = ReplayDecision(decision.duplicate_of, (), decision.exact)
+    was = {_ref_key(c.ref): d for c, d in zip(before.candidates, before.duplicate_of,
+                                              strict=True)}
+    return [v for key, v in changed.items() if key in was and was[key] != v.duplicate_of]
+
+
+def fresh_state(candidate: ReplayCandidate, watermark: float | None = None
+                ) -> ReplayKeyState | None:
+    """The shortcut :func:`fold_candidates` takes for a key seen for the first time (no
+    state) with one candidate: the key's new state, the candidate's decision being "not a
+    duplicate, exact"; ``None`` when the candidate is received before ``watermark`` (the
+    general fold decides that one).
+
+    Expiring the empty state at ``watermark`` leaves only ``horizon = watermark``; a
+    candidate at or after it has nothing accepted before it, so it is not a duplicate and
+    becomes the state's only candidate (one candidate never reaches
+    :data:`IN_ORDER_EXPIRE_AT`, so the mode does not matter). ``tests/unit/test_replay.py``
+    checks that the general fold gives the same. A hot path: a stream's processor calls
+    it directly for the keys it sees once.
+
+    Examples:
+        >>> fresh_state(ReplayCandidate(10.0, None, "line 1"), 5.0).to_plain()
+        {'candidates': [[10.0, None, 'line 1', [], None]], 'anchor': None, 'horizon': 5.0}
+        >>> fresh_state(ReplayCandidate(10.0, None), 20.0) is None
+        True
+    """
+    received_at = candidate.received_at
+    if watermark is not None and received_at < watermark:
+        return None
+    return _tuple_new(ReplayKeyState, ((candidate,), _NOT_SEEN, None, watermark,
+                                       received_at if candidate.auth_code is None else None))
+
+
+def _ref_key(ref: Plain) -> Any:
+    """A candidate's ``ref`` as a dict key (a list, e.g. ``[file_key, line_no]``, as a
+    tuple)."""
+    return tuple(ref) if isinstance(ref, list) else ref
 
 
 def _add_to_run(runs: dict[Any, ReplayCandidate | list[ReplayCandidate]], key: Any,

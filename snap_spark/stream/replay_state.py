@@ -4,9 +4,10 @@
 1–5, one row each, :data:`CANDIDATE_SCHEMA`) into a stream of replay verdicts
 (:data:`VERDICT_SCHEMA`). It groups by ``(sender, msg_id)`` and runs
 :class:`ReplayStateProcessor` with ``transformWithStateInPandas`` in ``EventTime`` mode; the
-processor only stores, steps and expires state: the rule itself is
-:func:`snap_spark.protocol.replay.replay_step` and :func:`~snap_spark.protocol.replay.expire`,
-the same code the batch fold runs.
+processor only stores and loads state and shapes rows: each key's candidates go through
+:func:`snap_spark.protocol.replay.fold_candidates` (which expires the key's state at the
+watermark, then steps the rule, :func:`~snap_spark.protocol.replay.replay_step`), the same
+driver the batch fold and the lake's replay store run.
 
 Output, per micro-batch:
 
@@ -94,6 +95,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -112,11 +114,10 @@ from snap_spark.protocol.replay import (
     EMPTY_STATE,
     ReplayCandidate,
     ReplayKeyState,
-    ReplayVerdict,
     duplicate_detail,
-    expire,
+    fold_candidates,
+    fresh_state,
     line_name,
-    replay_step,
 )
 from snap_spark.protocol.verdict import candidate_code
 
@@ -172,6 +173,11 @@ BUCKET_COLUMN: Final = "_replay_bucket"
 PASSTHROUGH_BUCKET: Final = -1
 #: ``passthrough`` JSON of the row each bucket emits per call: how many keys it holds.
 STATE_KEYS_KIND: Final = "state_keys"
+
+_new = tuple.__new__  # a NamedTuple's own __new__ costs half again as much (a hot path)
+#: A record's sort key: per key ``(sender, msg_id)``, in fold order (received_at,
+#: source_file, line_no).
+_FOLD_ORDER = itemgetter(0, 1, 2, 3, 4)
 
 #: Column the watermark is defined on, dropped again before grouping (see module docstring).
 _WATERMARK_COLUMN: Final = "_replay_watermark_time"
@@ -281,7 +287,8 @@ def encode_state(state: ReplayKeyState) -> str:
     """The JSON text a key's state is stored as.
 
     Examples:
-        >>> _, s = replay_step(EMPTY_STATE, ReplayCandidate(10.0, None, ["k", 1], ("f", 1)))
+        >>> s = fold_candidates(EMPTY_STATE, [ReplayCandidate(10.0, None, ["k", 1], ("f", 1))]
+        ...                     ).state
         >>> encode_state(s)
         '{"candidates":[[10.0,null,["k",1],["f",1],null]],"anchor":null,"horizon":null}'
         >>> decode_state(encode_state(s)) == s
@@ -300,16 +307,18 @@ def expiry_ms(state: ReplayKeyState, window: float) -> int:
     past ``max(newest candidate, anchor) + window`` (the margin absorbs float rounding).
 
     Examples:
-        >>> _, s = replay_step(EMPTY_STATE, ReplayCandidate(10.0, None))
+        >>> s = fold_candidates(EMPTY_STATE, [ReplayCandidate(10.0, None)], 120.0).state
         >>> expiry_ms(s, 120.0)
         130001
-        >>> expire(s, 130001 / 1000, 120.0).is_empty
+        >>> fold_candidates(s, [], 120.0, watermark=130001 / 1000).state.is_empty
         True
     """
-    times = [c.received_at for c in state.candidates[-1:]]
-    if state.anchor is not None:
-        times.append(state.anchor)
-    return math.ceil((max(times) + window) * 1000) + 1
+    candidates, newest = state.candidates, state.anchor
+    if candidates and (newest is None or candidates[-1].received_at > newest):
+        newest = candidates[-1].received_at
+    if newest is None:
+        raise ValueError("an empty state has no expiry")
+    return math.ceil((newest + window) * 1000) + 1
 
 
 def _watermark(timer_values: TimerValues) -> float | None:
@@ -326,9 +335,10 @@ def _row_id(ref: Any) -> tuple[str, int]:
 
 class ReplayStateProcessor(StatefulProcessor):
     """``transformWithStateInPandas`` processor over buckets of ``(sender, msg_id)`` keys:
-    holds each key's :class:`~snap_spark.protocol.replay.ReplayKeyState`, steps each
-    candidate with :func:`~snap_spark.protocol.replay.replay_step`, expires keys at the
-    watermark and deletes empty ones (see the module docstring for state and output).
+    holds each key's :class:`~snap_spark.protocol.replay.ReplayKeyState`, steps each key's
+    candidates with :func:`~snap_spark.protocol.replay.fold_candidates` (expiring the
+    key's state at the watermark first) and deletes empty keys (see the module docstring
+    for state and output).
 
     With ``candidates_dir`` it runs in landing mode (see :func:`replay_verdicts`).
 
@@ -390,43 +400,47 @@ class ReplayStateProcessor(StatefulProcessor):
                                frame["line_no"].tolist(), frame["auth_code"].tolist(),
                                frame["file_key"].tolist(), strict=True))
         # Per key, in fold order, so no step changes a row of this batch.
-        records.sort(key=lambda r: (r[0], r[1], r[2], r[3], r[4]))
+        records.sort(key=_FOLD_ORDER)
         watermark = _watermark(timerValues)
         keys, timer_ms = self._load()
         _drop_expired(keys, watermark)
         out: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]] = []
-        landing = self.candidates_dir is not None
+        landing, window = self.candidates_dir is not None, self.window
         #: landing mode: the accepted line each 2006 of this batch repeats, when still kept
         names: dict[tuple[str, int], str | None] = {}
-        start = 0
-        while start < len(records):
+        start, count = 0, len(records)
+        while start < count:
             sender, msg_id = records[start][0], records[start][1]
             end = start + 1
-            while end < len(records) and records[end][0] == sender \
-                    and records[end][1] == msg_id:
+            while end < count and records[end][0] == sender and records[end][1] == msg_id:
                 end += 1
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
-            if entry is None and end == start + 1 and (
-                    watermark is None or records[start][2] >= watermark):
-                # the common case: a key seen once, on time (step_key's result, built
-                # directly; tests/stream/test_replay_state.py compares the two)
-                keys[name], candidate = fresh_entry(records[start], watermark, self.window)
-                if not landing:
-                    out.append((sender, msg_id, candidate, None, False, True))
-                start = end
-                continue
+            if entry is None and end == start + 1:
+                # A key seen once (most keys): the driver's own shortcut for it, called
+                # directly; step_key gives the same (tests/stream/test_replay_state.py).
+                candidate = _candidate(records[start])
+                state = fresh_state(candidate, watermark)
+                if state is not None:
+                    keys[name] = [expiry_ms(state, window), state.to_plain()]
+                    if not landing:  # landing mode reports only 2006 and inexact rows
+                        out.append((sender, msg_id, candidate, None, False, True))
+                    start = end
+                    continue
             state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
-            state, rows_out = step_key(state, records[start:end], watermark, self.window)
-            out.extend((sender, msg_id, *row) for row in rows_out)
-            if landing:
-                for candidate, seen, changed, _exact in rows_out:
-                    if seen is not None and not changed:
+            state, rows_out = step_key(state, records[start:end], watermark, window)
+            for candidate, seen, changed, exact in rows_out:
+                if landing:
+                    # landing mode reports only this batch's 2006 and inexact rows
+                    if changed or (seen is None and exact):
+                        continue
+                    if seen is not None:
                         names[_row_id(candidate.ref)] = _accepted_name(state, seen)
+                out.append((sender, msg_id, candidate, seen, changed, exact))
             if state.is_empty:
                 keys.pop(name, None)
             else:
-                keys[name] = [expiry_ms(state, self.window), state.to_plain()]
+                keys[name] = [expiry_ms(state, window), state.to_plain()]
             start = end
         self._save(keys, timer_ms)
         if self.candidates_dir is None:
@@ -446,28 +460,6 @@ class ReplayStateProcessor(StatefulProcessor):
         pending = timer_ms if timer_ms != expiredTimerInfo.getExpiryTimeInMs() else None
         self._save(keys, pending)
         yield _state_keys_frame(int(bucket), len(keys))
-
-
-def fresh_entry(record: tuple[Any, ...], watermark: float | None, window: float
-                ) -> tuple[list[Any], ReplayCandidate]:
-    """The stored entry (``[expiry_ms, plain state]``) and the candidate of a key that has no
-    state and one candidate in the batch, received at or after ``watermark``: exactly what
-    :func:`step_key` and :func:`expiry_ms` give it (accepted, or its own check-7/8 code;
-    exact), without the steps.
-
-    Examples:
-        >>> entry, c = fresh_entry(("s", "m", 10.0, "f", 3, None, "k"), 5.0, 120.0)
-        >>> entry[0], entry[1]["candidates"], entry[1]["horizon"]
-        (130001, [[10.0, None, ['k', 3], ['f', 3], None]], 5.0)
-    """
-    _s, _m, received, source_file, line_no, auth_code, file_key = record
-    at = float(received)
-    code = None if auth_code is None or auth_code != auth_code else int(auth_code)
-    line = int(line_no)
-    candidate = ReplayCandidate(at, code, [file_key, line], (source_file, line))
-    plain = {"candidates": [[at, code, [file_key, line], [source_file, line], None]],
-             "anchor": None, "horizon": watermark}
-    return [math.ceil((at + window) * 1000) + 1, plain], candidate
 
 
 def _accepted_name(state: ReplayKeyState, seen: float) -> str | None:
@@ -538,46 +530,39 @@ def step_key(state: ReplayKeyState, records: list[tuple[Any, ...]], watermark: f
              window: float) -> tuple[ReplayKeyState, list[tuple[ReplayCandidate,
                                                                 float | None, bool, bool]]]:
     """Step one key's candidates of a batch (in fold order) through its state: the new
-    state and the output rows ``(candidate, duplicate_of, changed, exact)``.
+    state and the output rows ``(candidate, duplicate_of, changed, exact)``, the batch's
+    rows first, then the rows of earlier batches whose verdict moved.
 
     ``records`` are ``(sender, msg_id, received_at, source_file, line_no, auth_code,
-    file_key)``. The state is first expired at ``watermark``; a key with nothing left is
-    given ``horizon = watermark``, so rows behind it come out ``exact = false``.
+    file_key)``. The protocol's :func:`~snap_spark.protocol.replay.fold_candidates` does
+    the work, expiring the state at ``watermark`` first.
+
+    Examples:
+        >>> state, rows = step_key(EMPTY_STATE, [("s", "m", 10.0, "f", 3, None, "k")], 5.0,
+        ...                        120.0)
+        >>> [(c.ref, seen, changed, exact) for c, seen, changed, exact in rows]
+        [(['k', 3], None, False, True)]
+        >>> state.to_plain()
+        {'candidates': [[10.0, None, ['k', 3], ['f', 3], None]], 'anchor': None, 'horizon': 5.0}
     """
-    if watermark is not None:
-        state = expire(state, watermark, window)
-        if state.is_empty:
-            # Nothing known about the key: what was received before the watermark may
-            # have been dropped, so rows behind it must come out inexact.
-            state = ReplayKeyState(horizon=watermark)
-    before = state
-    out: list[tuple[ReplayCandidate, float | None, bool, bool]] = []
-    position: dict[tuple[str, int], int] = {}  # row of this batch -> its place in out
-    changed: dict[tuple[str, int], ReplayVerdict] = {}
-    for _s, _m, received_at, source_file, line_no, auth_code, file_key in records:
-        # pandas hands a nullable int column over as floats with NaN for null
-        code = None if auth_code is None or auth_code != auth_code else int(auth_code)
-        candidate = ReplayCandidate(float(received_at), code, [file_key, int(line_no)],
-                                    (source_file, int(line_no)))
-        decision, state = replay_step(state, candidate, window)
-        for verdict in decision.changed:
-            row_id = _row_id(verdict.ref)
-            if row_id in position:  # not expected in fold order; kept exact all the same
-                at = position[row_id]
-                out[at] = (out[at][0], verdict.duplicate_of, False, out[at][3])
-            else:
-                changed[row_id] = verdict
-        position[(file_key, int(line_no))] = len(out)
-        out.append((candidate, decision.duplicate_of, False, decision.exact))
+    candidates = [_candidate(record) for record in records]
+    state, decisions, changed, _ = fold_candidates(state, candidates, window,
+                                                   watermark=watermark)
+    out = [(c, d.duplicate_of, False, d.exact)
+           for c, d in zip(candidates, decisions, strict=True)]
     if changed:
-        # Report a row of an earlier batch once, and only if its verdict really moved.
-        was = {_row_id(c.ref): d for c, d in zip(before.candidates, before.duplicate_of,
-                                                 strict=True)}
-        out.extend((v.candidate, v.duplicate_of, True, True) for row_id, v in changed.items()
-                   if row_id in was and was[row_id] != v.duplicate_of)
-    if state.horizon is not None and not state.candidates and state.anchor is None:
-        state = EMPTY_STATE  # only the horizon marker: nothing worth keeping
+        out.extend((v.candidate, v.duplicate_of, True, True) for v in changed)
     return state, out
+
+
+def _candidate(record: tuple[Any, ...]) -> ReplayCandidate:
+    """The candidate of a record (see :func:`step_key`): ``ref`` ``[file_key, line_no]``,
+    ``order`` ``(source_file, line_no)``."""
+    _s, _m, received_at, source_file, line_no, auth_code, file_key = record
+    # pandas hands a nullable int column over as floats with NaN for null
+    code = None if auth_code is None or auth_code != auth_code else int(auth_code)
+    line = int(line_no)
+    return _new(ReplayCandidate, (float(received_at), code, [file_key, line], (source_file, line)))
 
 
 def _verdict_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]]

@@ -17,20 +17,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from snap_spark.protocol.replay import EMPTY_STATE, duplicate_detail, replayed_rows
+from snap_spark.protocol.replay import (
+    ReplayKeyState,
+    duplicate_detail,
+    fresh_state,
+    replayed_rows,
+)
 from snap_spark.stream.replay_state import (
     BUCKET_COLUMN,
     CANDIDATE_SCHEMA,
     VERDICT_SCHEMA,
     ReplayStateProcessor,
+    _candidate,
     configure_state_store,
     expiry_ms,
-    fresh_entry,
     replay_verdicts,
     state_keys,
     state_rows,
@@ -393,15 +399,123 @@ def test_state_rows_stay_bounded_by_the_traffic_within_the_window(spark: Any,
        code=st.sampled_from([None, 2001, 2002, math.nan]),
        line=st.integers(1, 10**9), window=st.floats(0, 1e5, allow_nan=False),
        with_watermark=st.booleans())
-def test_fresh_entry_is_what_step_key_gives(received: float, behind: float, code: Any,
+def test_fresh_state_is_what_step_key_gives(received: float, behind: float, code: Any,
                                             line: int, window: float,
                                             with_watermark: bool) -> None:
-    """The processor's shortcut for a key seen once, on time, equals the full step."""
+    """The processor's path for a key seen once, on time (the driver's shortcut,
+    fresh_state, called directly) equals the general fold: step_key from an empty state
+    that is not EMPTY_STATE itself, so the driver takes no shortcut."""
     watermark = max(0.0, received - behind) if with_watermark else None
     record = ("bc1p-sender", "msg-1", received, "drop.jsonl", line, code, "key-1")
-    state, rows = step_key(EMPTY_STATE, [record], watermark, window)
-    entry, candidate = fresh_entry(record, watermark, window)
-    assert entry == [expiry_ms(state, window), state.to_plain()]
+    state, rows = step_key(ReplayKeyState(), [record], watermark, window)
+    candidate = _candidate(record)
+    first = fresh_state(candidate, watermark)
+    assert first == state
+    entry = [expiry_ms(first, window), first.to_plain()]
     assert json.loads(json.dumps(entry)) == json.loads(json.dumps(
         [expiry_ms(state, window), state.to_plain()]))
     assert rows == [(candidate, None, False, True)]
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)
+
+
+class _FakeState:
+    """In-memory ``ListState``/``ValueState``, enough for the processor."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def get(self) -> Any:
+        return iter(self.value) if isinstance(self.value, list) else self.value
+
+    def put(self, rows: list[Any]) -> None:
+        self.value = list(rows)
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class _FakeHandle:
+    def __init__(self) -> None:
+        self.states: dict[str, _FakeState] = {}
+
+    def getListState(self, name: str, _schema: str) -> _FakeState:
+        return self.states.setdefault(name, _FakeState())
+
+    def getValueState(self, name: str, _schema: str) -> _FakeState:
+        return self.states.setdefault(name, _FakeState())
+
+    def registerTimer(self, _ms: int) -> None:
+        pass
+
+    def deleteTimer(self, _ms: int) -> None:
+        pass
+
+
+class _FakeTimer:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def getCurrentWatermarkInMs(self) -> int:
+        return self.ms
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(st.lists(st.tuples(st.sampled_from(["m1", "m2", "m3", "m4"]),
+                                           st.integers(0, 60).map(lambda k: k * 5.0),
+                                           st.sampled_from([None, None, 2001])),
+                                 min_size=1, max_size=8), min_size=1, max_size=4),
+       lateness=st.sampled_from([0.0, 30.0, 1000.0]))
+def test_processor_equals_step_key_per_key(batches: list[list[tuple[str, float, Any]]],
+                                          lateness: float) -> None:
+    """The processor (its path for keys seen once included) outputs and stores, batch after
+    batch, what step_key gives each key from its state, with no shortcut taken."""
+    processor = ReplayStateProcessor(WINDOW)
+    processor.init(_FakeHandle())  # type: ignore[arg-type]
+    states: dict[str, ReplayKeyState] = {}
+    newest: float | None = None
+    line = 0
+    for batch in batches:
+        records = []
+        for msg_id, at, code in batch:
+            line += 1
+            records.append(("bc1p", msg_id, T0 + at, "drop.jsonl", line, code, "key"))
+        watermark_ms = 0 if newest is None else int((newest - lateness) * 1000)
+        frame = pd.DataFrame(
+            [(*r, None) for r in records],
+            columns=["sender", "msg_id", "received_at", "source_file", "line_no",
+                     "auth_code", "file_key", "task_id"])
+        frame["auth_code"] = frame["auth_code"].astype("float64")  # NaN for null, as Arrow
+        out, _count = processor.handleInputRows((0,), iter([frame]), _FakeTimer(watermark_ms))
+        want: list[tuple[Any, ...]] = []
+        watermark = watermark_ms / 1000 if watermark_ms > 0 else None
+        if watermark is not None:  # keys past their expiry are deleted, touched or not
+            states = {k: v for k, v in states.items()
+                      if expiry_ms(v, WINDOW) > watermark * 1000}
+        records.sort(key=lambda r: r[:5])
+        for msg_id in dict.fromkeys(r[1] for r in records):
+            mine = [r for r in records if r[1] == msg_id]
+            before = states.get(msg_id, ReplayKeyState())
+            after, rows = step_key(before, mine, watermark, WINDOW)
+            want.extend((msg_id, c.ref[1], dup, changed, exact)  # type: ignore[index]
+                        for c, dup, changed, exact in rows)
+            if after.is_empty:
+                states.pop(msg_id, None)
+            else:
+                states[msg_id] = after
+        verdicts = out.to_dict("records")
+        assert [(r["msg_id"], r["line_no"], _float_or_none(r["duplicate_of"]), r["changed"],
+                 r["exact"]) for r in verdicts] == want
+        kept, _ = processor._load()
+        assert kept == {f"bc1p\n{k}": [expiry_ms(v, WINDOW), json.loads(json.dumps(
+            v.to_plain()))] for k, v in states.items()}
+        latest = max(T0 + at for _, at, _ in batch)
+        newest = latest if newest is None else max(newest, latest)

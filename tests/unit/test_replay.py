@@ -21,10 +21,15 @@ from hypothesis import strategies as st
 from snap_spark.protocol.errors import fmt_seconds
 from snap_spark.protocol.replay import (
     EMPTY_STATE,
+    IN_ORDER_EXPIRE_AT,
     ReplayCandidate,
+    ReplayDecision,
     ReplayKeyState,
+    _fold_general,
     duplicate_detail,
     expire,
+    fold_candidates,
+    fresh_state,
     replay_step,
     replayed_rows,
     resolve,
@@ -281,6 +286,144 @@ def test_plain_form_round_trips(items: list[Checked], window: float) -> None:
         plain = state.to_plain()
         assert json.loads(json.dumps(plain)) == plain
         assert through_json(state) == state
+
+
+# -- the one driver: fold_candidates ----------------------------------------------------------
+
+
+@given(traffic(), windows)
+def test_fold_in_receipt_order_names_the_accepted_copy(items: list[Checked], window: float
+                                                       ) -> None:
+    """The batch folds' mode: each key's candidates in receipt order, expired as they go;
+    every duplicate names the accepted copy its ``duplicate_of`` is the receipt time of."""
+    want = expected(items, window)
+    runs: dict[Key, list[ReplayCandidate]] = {}
+    for key, c in candidates(items):
+        runs.setdefault(key, []).append(c)
+    got: Verdicts = {}
+    for run in runs.values():
+        run.sort(key=lambda c: c.received_at)
+        fold = fold_candidates(EMPTY_STATE, run, window, in_order=True, track_accepted=True)
+        assert fold.changed == () or list(fold.changed) == []
+        for c, decision, accepted in zip(run, fold.decisions, fold.accepted, strict=True):
+            assert decision.exact and decision.changed == ()
+            row = c.ref
+            assert isinstance(row, int)
+            got[row] = as_verdict(items, row, decision.duplicate_of, window)
+            if decision.duplicate_of is not None:
+                assert isinstance(accepted, int)
+                assert items[accepted].received_at == decision.duplicate_of
+                assert want[accepted] == (None, "")  # accepted: valid, checks 7-8 passed
+        assert len(fold.state.candidates) < max(IN_ORDER_EXPIRE_AT, len(run) + 1)
+    assert got == want
+
+
+def test_fold_in_receipt_order_expires_a_long_run() -> None:
+    run = [ReplayCandidate(at * 50.0, None, at) for at in range(5 * IN_ORDER_EXPIRE_AT)]
+    fold = fold_candidates(EMPTY_STATE, run, 120, in_order=True, track_accepted=True)
+    assert len(fold.state.candidates) < IN_ORDER_EXPIRE_AT
+    assert [d.duplicate_of for d in fold.decisions[:4]] == [None, 0.0, 0.0, None]
+    assert list(fold.accepted[:4]) == [None, 0, 0, 0]
+    again = fold_candidates(EMPTY_STATE, run, 120)  # not expired as it goes: all kept
+    assert len(again.state.candidates) == len(run)
+    assert again.decisions == fold.decisions
+
+
+@given(traffic(max_size=25), windows, st.sampled_from([0, 7, 40]), st.booleans(), st.data())
+def test_fold_in_batches_behind_a_watermark_equals_reference(
+        items: list[Checked], window: float, lateness: int, fold_order: bool,
+        data: st.DataObject) -> None:
+    """The stream's mode: candidates arrive up to ``lateness`` late, cut into batches; each
+    batch folds each key's candidates (in fold order, as the stream does, or in arrival
+    order) into its state, expired first at the watermark (the latest arrival of earlier
+    batches minus ``lateness``), the state going through JSON between batches and deleted
+    when empty. Every verdict is exact; changed rows are rows of earlier batches whose
+    verdict moved; after every batch the verdicts equal the batch rule over what arrived."""
+    cands = [(key, c._replace(ref=["row", c.ref])) for key, c in candidates(items)]
+    delays = data.draw(st.lists(st.integers(0, lateness), min_size=len(cands),
+                                max_size=len(cands)))
+    arrival = sorted(range(len(cands)), key=lambda j: cands[j][1].received_at + delays[j])
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(cands) - 1, 1)))))
+    bounds = zip([0, *cuts], [*cuts, len(arrival)], strict=True)
+    batches = [arrival[a:b] for a, b in bounds if arrival[a:b]]
+    states: dict[Key, ReplayKeyState] = {}
+    verdicts: Verdicts = {}
+    arrived: set[int] = set()
+    newest: float | None = None
+    for batch in batches:
+        watermark = None if newest is None else newest - lateness
+        by_key: dict[Key, list[ReplayCandidate]] = {}
+        for j in (sorted(batch, key=lambda j: (cands[j][1].received_at, cands[j][1].order))
+                  if fold_order else batch):
+            by_key.setdefault(cands[j][0], []).append(cands[j][1])
+        for key, mine in by_key.items():
+            fold = fold_candidates(states.get(key, EMPTY_STATE), mine, window,
+                                   watermark=watermark)
+            for c, decision in zip(mine, fold.decisions, strict=True):
+                assert decision.exact and decision.changed == ()
+                verdicts[c.ref[1]] = as_verdict(items, c.ref[1], decision.duplicate_of, window)
+            for verdict in fold.changed:
+                row = verdict.ref[1]  # type: ignore[index]
+                assert row not in {c.ref[1] for c in mine}
+                new = as_verdict(items, row, verdict.duplicate_of, window)
+                assert verdicts[row] != new, "reported as changed but is not"
+                verdicts[row] = new
+            if fold.state.is_empty:
+                states.pop(key, None)
+            else:
+                states[key] = through_json(fold.state)
+        latest = max(cands[j][1].received_at + delays[j] for j in batch)
+        newest = latest if newest is None else max(newest, latest)
+        arrived.update(cands[j][1].ref[1] for j in batch)
+        so_far = [it if i in arrived else Checked(pre_code=1003, pre_detail="not yet")
+                  for i, it in enumerate(items)]
+        assert verdicts == expected(so_far, window)
+    assert verdicts == expected(items, window)
+
+
+def test_a_row_changed_and_changed_back_in_one_fold_is_not_reported() -> None:
+    """Late copies in arrival order: 100 makes the kept 200 a duplicate, 90 makes it a
+    duplicate of 90, 70 (130 s before 200) accepts it again. Net, 200 did not move; the
+    fold's own candidates carry their final verdicts."""
+    _, state = steps(ReplayCandidate(200.0, None, "r"))
+    late = [ReplayCandidate(at, None, name) for at, name in ((100.0, "a"), (90.0, "b"),
+                                                             (70.0, "c"))]
+    fold = fold_candidates(state, late, 120)
+    assert list(fold.changed) == []
+    assert [(d.duplicate_of, d.changed) for d in fold.decisions] == [
+        (70.0, ()), (70.0, ()), (None, ())]
+    assert [v.duplicate_of for v in fold.state.verdicts()] == [None, 70.0, 70.0, None]
+    one_by_one = [replay_step(state, c, 120)[0] for c in late[:1]]
+    assert [v.ref for v in one_by_one[0].changed] == ["r"]  # the first step did change it
+
+
+received_times = st.one_of(st.floats(0, 2e9, allow_nan=False), st.integers(0, 400).map(float))
+
+
+@given(received=received_times, behind=st.one_of(st.none(), st.floats(-1e6, 1e6)),
+       code=st.sampled_from([None, 2001, 2002]), window=st.floats(0, 1e5),
+       in_order=st.booleans(), track=st.booleans(), ref=st.sampled_from([None, 7, ["k", 3]]))
+def test_the_fresh_key_shortcut_is_the_general_fold(
+        received: float, behind: float | None, code: int | None, window: float,
+        in_order: bool, track: bool, ref: Any) -> None:
+    """A key with no state and one candidate: what fold_candidates gives (fresh_state,
+    when the candidate is not behind the watermark) equals the general fold's result."""
+    watermark = None if behind is None else received - behind
+    candidate = ReplayCandidate(received, code, ref, ("f", 1))
+    options = {"in_order": in_order, "track_accepted": track}
+    fast = fold_candidates(EMPTY_STATE, [candidate], window, watermark=watermark, **options)
+    slow = _fold_general(EMPTY_STATE, [candidate], window, watermark, in_order, track, None)
+    assert fast.state == slow.state
+    assert fast.state.to_plain() == slow.state.to_plain()
+    assert (list(fast.decisions), list(fast.changed), list(fast.accepted)) == (
+        list(slow.decisions), list(slow.changed), list(slow.accepted))
+    first = fresh_state(candidate, watermark)
+    if watermark is not None and received < watermark:
+        assert first is None
+        assert slow.decisions == [ReplayDecision(None, (), False)] and slow.state.is_empty
+    else:
+        assert first == slow.state
+        assert slow.decisions == [ReplayDecision(None, (), True)]
 
 
 # -- examples of the edges --------------------------------------------------------------------
