@@ -228,15 +228,9 @@ def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = 
     shuffled by ``(from, id)`` and its replays folded; what the tasks reported, gathered on
     the driver. With ``candidates_dir`` the pass's replay candidates are kept there, for
     :func:`commit_pass` to decide them against the lake."""
-    from snap_spark.pipeline.land import fold_landed, landed_struct
+    from snap_spark.pipeline.land import fold_replays
 
-    folded = (
-        landed_df.repartition("sender", "msg_id")
-        .sortWithinPartitions("received_at", "source_file", "line_no")
-        .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
-                    landed_struct())
-        .filter("kind <> 'candidate'")
-    )
+    folded = fold_replays(landed_df, window, candidates_dir).filter("kind <> 'candidate'")
     return LandedPass.from_rows(folded.toArrow().to_pylist())
 
 

@@ -12,10 +12,16 @@ or, reading and checking in one pass per file range, ``read_messages(spark, path
 settings)``. The verdict of each line equals ``snap-spark check`` on the same input.
 
 Examples:
+    >>> from snap_spark.samples.messages import SampleConfig, write_sample
     >>> from snap_spark.settings import VerifySettings
-    >>> s = VerifySettings(bare_clock="message")
-    >>> df = read_messages(spark, ["data/sample"], s)  # doctest: +SKIP
-    >>> df.groupBy("error_name").count().show()  # doctest: +SKIP
+    >>> config = SampleConfig(agents=4, messages=60, seed=5, attack_share=0.3)
+    >>> _ = write_sample(config, f"{tmp}/traffic.ndjson", tasks_path=None)
+    >>> df = read_messages(spark, [str(tmp)], VerifySettings(bare_clock="message"))
+    >>> df.count()
+    60
+    >>> rows = df.groupBy("error_name").count().collect()
+    >>> sum(r["count"] for r in rows if r["error_name"] is not None) > 0
+    True
 """
 
 from __future__ import annotations
@@ -190,8 +196,13 @@ def read_messages(spark: SparkSession, paths: Sequence[str],
     rows (nothing is written). Lines are read and checked in one pass per file range.
 
     Examples:
-        >>> df = read_messages(spark, ["data/sample"])  # doctest: +SKIP
-        >>> df.where("verdict = 'rejected'").groupBy("error_code").count()  # doctest: +SKIP
+        >>> from snap_spark.samples.messages import SampleConfig, generate, write_sample
+        >>> config = SampleConfig(agents=3, messages=40, seed=2, attack_share=0.25)
+        >>> _ = write_sample(config, f"{tmp}/traffic.ndjson", tasks_path=None)
+        >>> df = read_messages(spark, [f"{tmp}/traffic.ndjson"])
+        >>> got = {r["line_no"]: r["error_code"] for r in df.collect()}
+        >>> got == {label.line_no: label.expected_code for _, label in generate(config)}
+        True
     """
     chosen = _settings(settings or VerifySettings())
     chosen = dataclasses.replace(chosen, verify_threads=chosen.verify_threads or 1)
