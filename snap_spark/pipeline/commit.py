@@ -608,18 +608,17 @@ def refresh_landed_tasks(spark: SparkSession, lake: Lake, lake_dir: str, candida
     msg_path = storage.join(lake_dir, "messages")
     if not lake.exists(msg_path):
         return 0
-    # The ids are read on the driver (as many as tasks the pass reports on): a local
-    # relation Spark broadcasts, instead of two more stages over the candidates.
-    import pyarrow as pa
-
-    ids = spark.createDataFrame(pa.table({"task_id": candidate_task_ids(candidate_files)}))
+    # The ids are gathered on the driver (as many as tasks the pass reports on): a local
+    # relation Spark broadcasts, instead of more stages over the candidates.
+    task_ids = candidate_task_ids(candidate_files).to_pylist()
     if updates is not None and len(updates):
-        # rows of earlier runs: their task is only known to messages
+        # rows of earlier runs (as many as rows re-decided): their task is only known to
+        # messages
         changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
-        ids = ids.unionByName(
-            lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
-            .join(changed, ["file_key", "line_no"], "left_semi").select("task_id"))
-    return refresh_tasks(spark, lake_dir, ids).tasks
+        task_ids += (lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
+                     .join(changed, ["file_key", "line_no"], "left_semi").select("task_id")
+                     .toArrow().column("task_id").to_pylist())
+    return refresh_tasks(spark, lake_dir, task_ids).tasks
 
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,

@@ -240,8 +240,13 @@ def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Coll
     elif isinstance(task_ids, str | bytes):
         raise ValueError("task_ids is one string: pass a collection of task ids")
     else:
-        frame = spark.createDataFrame([(task_id,) for task_id in set(task_ids)],
-                                      "task_id string")
+        # distinct on the driver, a local relation: joined by broadcast, no Spark job of
+        # its own
+        import pyarrow as pa
+
+        unique = sorted({str(task_id) for task_id in task_ids if task_id is not None})
+        return _fold_tasks(spark, lake_dir, spark.createDataFrame(
+            pa.table({"task_id": pa.array(unique, pa.string())})))
     ids = frame.where(F.col("task_id").isNotNull()).distinct().persist()
     try:
         return _fold_tasks(spark, lake_dir, ids)
