@@ -636,7 +636,8 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
                                   window=settings.replay_window, also_keys=also_keys,
-                                  version=version)
+                                  version=version,
+                                  local=_read_candidates(landed) if _small(landed) else None)
     if decided.keys:
         log(f"replay store: {decided.keys} message id(s) also in the lake; "
             f"{decided.changes.num_rows} earlier row(s) change verdict")
@@ -644,19 +645,56 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
     return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
 
 
+def _small(landed: LandedPass) -> bool:
+    """Whether a pass takes its small steps on the driver (:data:`LOCAL_PASS_LINES`)."""
+    return sum(landed.lines.values()) <= LOCAL_PASS_LINES
+
+
+def _read_candidates(landed: LandedPass) -> Any:
+    """The pass's replay candidates, read on the driver as one Arrow table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+
+    parts = []
+    for location in landed.candidate_files:
+        filesystem, path = storage.resolve(location)
+        parts.append(pq.read_table(path, filesystem=filesystem, schema=CANDIDATE_SCHEMA))
+    return pa.concat_tables(parts) if parts else CANDIDATE_SCHEMA.empty_table()
+
+
+#: A pass of at most this many lines takes its small steps on the driver: it writes its
+#: ``messages`` files there, and decides its replay candidates against the lake there (the
+#: lake's scan still runs in Spark). A Spark stage costs more than that work; a stream's
+#: micro-batch is usually this small.
+LOCAL_PASS_LINES = 20_000
+
+
 def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, ingest_id: str
                     ) -> list[Any]:
-    """Write the ``messages`` files of staged rows, with the 2006 verdicts applied."""
+    """Write the ``messages`` files of staged rows, with the 2006 verdicts applied: in a
+    Spark stage (one task per staged file), or on the driver for a pass of at most
+    :data:`LOCAL_PASS_LINES` lines. Either way the same function writes them."""
+    import pyarrow as pa
+
     from snap_spark.pipeline.land import data_file, landed_struct, write_messages
 
     if not landed.staged:
         return []
-    staged = spark.createDataFrame(landed.staged,
-                                   "source_file string, file_key string, info string")
-    written = staged.mapInArrow(
-        functools.partial(write_messages, msg_root, landed.duplicates, ingest_id),
-        landed_struct()).toArrow().to_pylist()
-    return [data_file(row["info"]) for row in written]
+    write = functools.partial(write_messages, msg_root, landed.duplicates, ingest_id)
+    if _small(landed):
+        staged = pa.RecordBatch.from_pylist(
+            [{"source_file": f, "file_key": k, "info": i} for f, k, i in landed.staged],
+            schema=pa.schema([("source_file", pa.string()), ("file_key", pa.string()),
+                              ("info", pa.string())]))
+        infos = [info for batch in write([staged]) for info in batch.column("info").to_pylist()]
+    else:
+        frame = spark.createDataFrame(landed.staged,
+                                      "source_file string, file_key string, info string")
+        infos = [row["info"] for row in
+                 frame.mapInArrow(write, landed_struct()).toArrow().to_pylist()]
+    return [data_file(info) for info in infos]
 
 
 def _commit_ledger(spark: SparkSession, lake: Lake, path: str, plan: CommitPlan, *,

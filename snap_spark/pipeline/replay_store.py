@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.replay import (
@@ -95,7 +96,8 @@ class LakeDecisions:
 def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
                         candidates: DataFrame, *, since: float, window: float,
                         also_keys: DataFrame | None = None,
-                        version: int | None = None) -> LakeDecisions:
+                        version: int | None = None,
+                        local: pa.Table | None = None) -> LakeDecisions:
     """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
     against the replay candidates ``messages`` holds from receipt time ``since`` on (the
     run's earliest candidate minus ``window``). Keys ``(sender, msg_id)`` in ``also_keys``
@@ -105,7 +107,15 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     ``version`` pins the ``messages`` version read (``-1``: as if there were no table; the
     latest when ``None``): the commit that follows names it, so that a commit by another
     writer since is noticed (:func:`keys_landed_since`).
+
+    ``local``: the same candidates as an Arrow table, for a small run (a stream's
+    micro-batch): their keys are then broadcast to the lake's scan, and the joint fold
+    runs on the driver over the few rows found, instead of in Spark stages. The
+    decisions are the same either way (:func:`fold_with_lake` takes them).
     """
+    if local is not None:
+        return _decide_locally(spark, lake, msg_path, local, since=since, window=window,
+                               also_keys=also_keys, version=version)
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -114,19 +124,8 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     parts = []
     keys = None
     if (version is None or version >= 0) and lake.exists(msg_path):
-        stored = (
-            lake.read(spark, msg_path, version)
-            .filter(F.col("event_date") >= F.lit(_utc_date(since)))
-            .filter(F.col("received_at") >= F.lit(since))
-            .filter(F.col("error_code").isNull()
-                    | F.col("error_code").isin(*sorted(CANDIDATE_CODES)))
-            .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
-            .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
-                    F.col("signature_code").alias("code"), "source_file", "file_key",
-                    "line_no", F.col("error_code").alias("stored_code"),
-                    F.col("error_detail").alias("stored_detail"), "signature_detail")
-        )
-        hits = stored.join(run_keys, ["sender", "msg_id"], "left_semi")
+        hits = _stored_candidates(spark, lake, msg_path, since, version).join(
+            run_keys, ["sender", "msg_id"], "left_semi")
         parts.append(hits)
         keys = hits.select("sender", "msg_id")
     if also_keys is not None:
@@ -150,14 +149,92 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
         .mapInArrow(functools.partial(fold_with_lake, window), from_arrow_schema(DECIDED_SCHEMA))
         .toArrow()
     )
+    return _decisions(decided)
+
+
+def _decisions(decided: pa.Table) -> LakeDecisions:
+    """:class:`LakeDecisions` of the joint fold's rows (:data:`DECIDED_SCHEMA`)."""
     rows = decided.to_pylist()
-    if not rows:
-        return empty
     return LakeDecisions(
         redecided=[r for r in rows if r["kind"] == "redecided"],
         changes=update_rows([r for r in rows if r["kind"] == "change"]),
         keys=sum(1 for r in rows if r["kind"] == "key"),
     )
+
+
+def _stored_candidates(spark: SparkSession, lake: Lake, msg_path: str, since: float,
+                       version: int | None) -> DataFrame:
+    """The replay candidates ``messages`` holds (at ``version``) received from ``since``
+    on, as rows of :data:`_FOLD_COLUMNS` (``origin`` ``lake``)."""
+    from pyspark.sql import functions as F
+
+    return (
+        lake.read(spark, msg_path, version)
+        .filter(F.col("event_date") >= F.lit(_utc_date(since)))
+        .filter(F.col("received_at") >= F.lit(since))
+        .filter(F.col("error_code").isNull()
+                | F.col("error_code").isin(*sorted(CANDIDATE_CODES)))
+        .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
+        .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
+                F.col("signature_code").alias("code"), "source_file", "file_key",
+                "line_no", F.col("error_code").alias("stored_code"),
+                F.col("error_detail").alias("stored_detail"), "signature_detail")
+    )
+
+
+#: :data:`_FOLD_COLUMNS` as Arrow types (the driver-side joint fold's input).
+_FOLD_SCHEMA = pa.schema([
+    pa.field("origin", pa.string()), pa.field("sender", pa.string()),
+    pa.field("msg_id", pa.string()), pa.field("received_at", pa.float64()),
+    pa.field("code", pa.int32()), pa.field("source_file", pa.string()),
+    pa.field("file_key", pa.string()), pa.field("line_no", pa.int64()),
+    pa.field("stored_code", pa.int32()), pa.field("stored_detail", pa.string()),
+    pa.field("signature_detail", pa.string()),
+])
+
+
+def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Table, *,
+                    since: float, window: float, also_keys: DataFrame | None,
+                    version: int | None) -> LakeDecisions:
+    """:func:`decide_against_lake` for a small run whose candidates are in ``local``: one
+    Spark job (the lake's scan, joined with the run's keys by broadcast), then the joint
+    fold on the driver."""
+    from pyspark.sql import functions as F
+
+    mine = local.filter(pc.and_(pc.is_valid(local["sender"]), pc.is_valid(local["msg_id"])))
+    run_keys = mine.select(["sender", "msg_id"]).group_by(["sender", "msg_id"]).aggregate([])
+    parts: list[pa.Table] = []
+    found: list[pa.Table] = []
+    if run_keys.num_rows and (version is None or version >= 0) and lake.exists(msg_path):
+        hits = _stored_candidates(spark, lake, msg_path, since, version).join(
+            F.broadcast(spark.createDataFrame(run_keys)), ["sender", "msg_id"], "left_semi")
+        stored = hits.toArrow()
+        parts.append(stored.select(_FOLD_COLUMNS).cast(_FOLD_SCHEMA))
+        found.append(stored.select(["sender", "msg_id"]))
+    if also_keys is not None:
+        found.append(also_keys.select("sender", "msg_id").toArrow())
+    keys = [t.cast(pa.schema([("sender", pa.string()), ("msg_id", pa.string())]))
+            for t in found if t.num_rows]
+    if not keys:
+        return LakeDecisions([], update_rows([]))
+    wanted = pa.concat_tables(keys).group_by(["sender", "msg_id"]).aggregate([])
+    ours = mine.join(wanted, ["sender", "msg_id"], join_type="left semi")
+    n = ours.num_rows
+    parts.append(pa.table({
+        "origin": pa.array(["run"] * n, pa.string()), "sender": ours["sender"],
+        "msg_id": ours["msg_id"], "received_at": ours["received_at"], "code": ours["code"],
+        "source_file": ours["source_file"], "file_key": ours["file_key"],
+        "line_no": ours["line_no"], "stored_code": pa.nulls(n, pa.int32()),
+        "stored_detail": pa.nulls(n, pa.string()),
+        "signature_detail": pa.nulls(n, pa.string()),
+    }, schema=_FOLD_SCHEMA))
+    # Spark's order (sortWithinPartitions): ascending, nulls first
+    rows_in = pa.concat_tables(parts).sort_by([
+        (name, "ascending", "at_start")
+        for name in ("sender", "msg_id", "received_at", "source_file", "line_no")])
+    decided = pa.Table.from_batches(list(fold_with_lake(window, rows_in.to_batches())),
+                                    schema=DECIDED_SCHEMA)
+    return _decisions(decided)
 
 
 @dataclass(frozen=True)

@@ -246,7 +246,8 @@ def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Coll
 
         unique = sorted({str(task_id) for task_id in task_ids if task_id is not None})
         return _fold_tasks(spark, lake_dir, spark.createDataFrame(
-            pa.table({"task_id": pa.array(unique, pa.string())})))
+            pa.table({"task_id": pa.array(unique, pa.string())})),
+            local=len(unique) <= LOCAL_FOLD_TASKS)
     ids = frame.where(F.col("task_id").isNotNull()).distinct().persist()
     try:
         return _fold_tasks(spark, lake_dir, ids)
@@ -309,11 +310,24 @@ def _state_reports(messages: DataFrame) -> DataFrame:
     return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
 
 
-def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> TasksResult:
+#: A refresh of at most this many task ids (given as a collection) folds them on the
+#: driver: their reports are found by one scan of ``messages`` (the ids broadcast), then
+#: folded and written in-process, instead of in a shuffle and a Spark stage. A stream's
+#: micro-batch usually reports on fewer tasks than this.
+LOCAL_FOLD_TASKS = 10_000
+
+#: The order the fold takes a task's reports in (ascending, nulls first, as Spark sorts).
+_FOLD_ORDER = ("task_id", "timestamp", "received_at", "source_file", "line_no")
+
+
+def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
+                local: bool = False) -> TasksResult:
     """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full
-    (``replace=True``), or those tasks' rows (``keys``)."""
+    (``replace=True``), or those tasks' rows (``keys``). ``local``: ``ids`` is a small
+    local relation, folded on the driver (:data:`LOCAL_FOLD_TASKS`)."""
     import time
 
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark import storage
@@ -349,19 +363,20 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None) -> Ta
         """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
         reports = _state_reports(lake.read(spark, msg_path, version))
         if ids is not None:
-            reports = reports.join(ids, "task_id", "left_semi")
-        reports = (
-            reports
-            .select("task_id", "context_id", "task_state", "sender", "msg_id", "timestamp",
-                    "received_at", "source_file", "line_no")
-            .repartition("task_id")
-            .sortWithinPartitions("task_id", "timestamp", "received_at", "source_file",
-                                  "line_no")
-        )
+            reports = reports.join(F.broadcast(ids) if local else ids, "task_id", "left_semi")
+        reports = reports.select("task_id", "context_id", "task_state", "sender", "msg_id",
+                                 "timestamp", "received_at", "source_file", "line_no")
+        fold_files = functools.partial(fold_partition, roots, ingest_id)
+        if local:
+            found = reports.toArrow().sort_by([(name, "ascending", "at_start")
+                                               for name in _FOLD_ORDER])
+            written = [row for batch in fold_files(found.to_batches())
+                       for row in batch.to_pylist()]
+        else:
+            written = (reports.repartition("task_id").sortWithinPartitions(*_FOLD_ORDER)
+                       .mapInArrow(fold_files, from_arrow_schema(WRITTEN)).collect())
         folded = TasksResult()
         out: dict[str, list[Any]] = {"task_events": [], "tasks": []}
-        written = reports.mapInArrow(functools.partial(fold_partition, roots, ingest_id),
-                                     from_arrow_schema(WRITTEN)).collect()
         for row in written:
             if row["table"] == COUNTS:
                 counts = json.loads(row["info"])

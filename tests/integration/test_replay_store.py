@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from snap_spark.pipeline import commit
 from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
@@ -76,8 +77,16 @@ def test_one_run_equals_the_checker(spark: Any, archive: dict[str, Any], tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("steps", ["on the driver", "in Spark stages"])
 def test_five_runs_in_shuffled_order_equal_one_run(spark: Any, archive: dict[str, Any],
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, steps: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small run decides its candidates against the lake on the driver, a large one in
+    # Spark stages (commit.LOCAL_PASS_LINES): each part here is small, so the second case
+    # lowers the limit to take the stages.
+    assert len(archive["parts"][0]) <= commit.LOCAL_PASS_LINES
+    if steps == "in Spark stages":
+        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
     order = list(range(PARTS))
     random.Random(5).shuffle(order)
     assert order != sorted(order)

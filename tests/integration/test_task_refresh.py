@@ -22,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from snap_spark.lake import commit_rows, get_lake, to_arrow
+from snap_spark.pipeline import tasks
 from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import landed_task_ids, rebuild_tasks, refresh_tasks
 from snap_spark.samples.messages import (
@@ -205,12 +206,19 @@ def test_rebuild_on_delta_spark_gives_the_expected_tasks(spark: SparkSession,
 # ----------------------------------------------------------------------------- the refresh
 
 
-@pytest.mark.parametrize("config,parts", [
-    (SampleConfig(agents=6, messages=6000, seed=5), 3),
-    (SampleConfig(agents=4, messages=5000, seed=13, attack_share=0.3), 4),
-], ids=["6000-in-3-runs", "5000-in-4-runs"])
+@pytest.mark.parametrize("config,parts,stage", [
+    (SampleConfig(agents=6, messages=6000, seed=5), 3, False),
+    (SampleConfig(agents=4, messages=5000, seed=13, attack_share=0.3), 4, False),
+    (SampleConfig(agents=6, messages=6000, seed=5), 3, True),
+], ids=["6000-in-3-runs", "5000-in-4-runs", "6000-in-3-runs-folded-in-a-spark-stage"])
 def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: Path,
-                                                 config: SampleConfig, parts: int) -> None:
+                                                 config: SampleConfig, parts: int,
+                                                 stage: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A refresh of few tasks folds them on the driver, of many in a Spark stage
+    # (tasks.LOCAL_FOLD_TASKS): these runs are small, so one case lowers the limit.
+    if stage:
+        monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
     sample = generate(config)
     pairs = list(sample)
     cuts = [0, *split(pairs, parts), len(pairs)]

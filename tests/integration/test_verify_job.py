@@ -92,6 +92,29 @@ def test_verdicts_equal_the_checker_and_the_labels(
     assert {None, 1003, 1004, 2001, 2002, 2004, 2005, 2006} <= codes
 
 
+def test_messages_written_in_a_spark_stage_equal_those_written_on_the_driver(
+    spark: Any, sample: dict[str, Any], landed: dict[str, Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A small pass writes its ``messages`` files on the driver, a large one in a Spark
+    stage: the same rows either way (the sample's run took the driver)."""
+    from snap_spark.pipeline import commit
+
+    assert len(sample["lines"]) <= commit.LOCAL_PASS_LINES
+    monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
+    lake = tmp_path / "lake"
+    assert run(spark, [str(sample["folder"])], str(lake)).lines_read == len(sample["lines"])
+
+    def rows(folder: Path) -> list[tuple[Any, ...]]:
+        skip = {"ingest_id", "ingest_time"}  # of the run
+        return sorted(tuple(str(v) for k, v in sorted(r.items()) if k not in skip)
+                      for r in table(folder, "messages"))
+
+    staged, local = rows(lake), rows(landed["lake"])
+    assert len(staged) == len(sample["lines"])
+    assert staged == local
+
+
 def test_message_columns_for_notebooks(landed: dict[str, Any]) -> None:
     messages = table(landed["lake"], "messages")
     valid = [m for m in messages if m["verdict"] == "valid"]
