@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from snap_spark.pipeline import commit, tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -52,8 +53,15 @@ def traffic() -> dict[str, Any]:
     return {"lines": lines, "tasks": [t.to_plain() for t in stream.expected_tasks()]}
 
 
+@pytest.mark.parametrize("steps", ["on the driver", "in Spark stages"])
 def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
-        spark: Any, tmp_path: Path, traffic: dict[str, Any]) -> None:
+        spark: Any, tmp_path: Path, traffic: dict[str, Any], steps: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A micro-batch this small takes its small steps (messages files, the lake lookup, the
+    # task fold) on the driver; the second case lowers the limits to take Spark stages.
+    if steps == "in Spark stages":
+        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
+        monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
     lines = traffic["lines"]
     drops = tmp_path / "drops"
     landing = tmp_path / "landing"
