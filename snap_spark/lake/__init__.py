@@ -46,7 +46,7 @@ from snap_spark.lake.api import (
     VersionConflict,
 )
 from snap_spark.lake.common import marker_info, table_uri
-from snap_spark.lake.delta_log import committed_info, table_version
+from snap_spark.lake.delta_log import committed_info, newest_info_with, table_version
 from snap_spark.lake.delta_rs import distinct_rows, read_data_files, rows_added_since
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
 from snap_spark.lake.lease import CommitContention, check_held, commit_lease
@@ -81,6 +81,7 @@ __all__ = [
     "distinct_rows",
     "get_lake",
     "marker_info",
+    "newest_info_with",
     "read_arrow",
     "read_data_files",
     "rows_added_since",
@@ -299,10 +300,11 @@ def commit_rows(
                              version=version, commit_info=commit_info, keys=keys)
 
 
-def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None
-               ) -> Any:
-    """A Delta table (``columns`` only, at ``version`` when given) as a ``pyarrow.Table`` read on
-    the driver by delta-rs, whichever backend wrote it; ``None`` when there is no table.
+def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None,
+               where: Any = None) -> Any:
+    """A Delta table (``columns`` only, at ``version`` when given, the rows matching the
+    ``pyarrow.compute`` expression ``where`` when given) as a ``pyarrow.Table`` read on the
+    driver by delta-rs, whichever backend wrote it; ``None`` when there is no table.
 
     Examples:
         >>> read_arrow("/nowhere/lake/messages") is None
@@ -314,7 +316,8 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
     table = open_table(storage.delta_table_uri(path), version)
     if table is None:
         return None
-    return table.to_pyarrow_table(columns=list(columns) if columns is not None else None)
+    return table.to_pyarrow_table(columns=list(columns) if columns is not None else None,
+                                  filters=where)
 
 
 def table_present(path: str) -> bool:

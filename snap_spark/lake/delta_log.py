@@ -180,6 +180,30 @@ def committed_info(uri: str, app_id: str, version: int) -> dict[str, Any] | None
         limit *= 8
 
 
+def newest_info_with(uri: str, key: str) -> dict[str, Any] | None:
+    """The ``info`` of the newest commit (made through this package) whose info holds
+    ``key``; ``None`` when no commit of the table's history has one (or no table).
+
+    Examples:
+        >>> newest_info_with("/nowhere/at/all", "tasks_through") is None
+        True
+    """
+    table = open_table(uri)
+    if table is None:
+        return None
+    limit = 8
+    while True:
+        entries = table.history(limit=limit)
+        for entry in entries:
+            marker = marker_of(entry.get("userMetadata"))
+            info = None if marker is None else marker.get("info")
+            if isinstance(info, dict) and key in info:
+                return info
+        if len(entries) < limit:  # the whole history was read
+            return None
+        limit *= 8
+
+
 def check_same_table(uri: str, existing: StructType, partitions: Sequence[str],
                      schema: StructType, partition_by: Sequence[str]) -> None:
     """Refuse files of ``schema``/``partition_by`` for a table that has other columns or

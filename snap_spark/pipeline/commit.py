@@ -284,6 +284,10 @@ class CommitPlan:
     replace_from: tuple[int, ...] | None = None
     #: when the pass started (its progress lines give the seconds since)
     started: float = field(default_factory=time.monotonic)
+    #: catch the task tables up after the ``messages`` commit
+    #: (:func:`~snap_spark.pipeline.tasks.catch_up_tasks`); the stream does it on a thread
+    #: of its own instead
+    catch_up_tasks: bool = True
 
     @property
     def replaces_messages(self) -> bool:
@@ -330,6 +334,7 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
         False
     """
     from snap_spark.lake import commit_data_files, delete_data_files
+    from snap_spark.pipeline.tasks import catch_up_tasks
     from snap_spark.schemas.tables import RAW_MESSAGES
 
     result = JobResult() if result is None else result
@@ -363,21 +368,19 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
                                                        msg_root, uncommitted)
             return result
         candidates = candidate_frame(spark, landed)
-        updates = None
         if plan.msg_keys:
-            updates = _commit_messages(spark, lake, landed, plan, result,
-                                       candidates=candidates, msg_root=msg_root,
-                                       uncommitted=uncommitted)
+            _commit_messages(spark, lake, landed, plan, result, candidates=candidates,
+                             msg_root=msg_root, uncommitted=uncommitted)
             uncommitted.clear()
             result.counts = {code: n for code, n in landed.counts.items() if n}
         log(f"stage 4/4 messages: +{result.message_rows_written} rows"
             + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
                else "") + f" [{time.monotonic() - started:.1f}s]")
-        # The tasks these lines report on (and those of rows re-decided) are folded again,
-        # before the ledger: a pass stopped in between refreshes them when run again.
-        if candidates is not None:
-            result.tasks_refreshed = refresh_landed_tasks(spark, lake, lake_dir,
-                                                          landed.candidate_files, updates)
+        # The task tables are caught up with what messages holds now (the tasks these
+        # lines and the rows re-decided report on, and any a writer before left), before
+        # the ledger; a caller that catches up on its own (the stream) turns it off.
+        if candidates is not None and plan.catch_up_tasks:
+            result.tasks_refreshed = catch_up_tasks(spark, lake_dir).tasks
             log(f"tasks: {result.tasks_refreshed} refreshed "
                 f"[{time.monotonic() - started:.1f}s]")
         if plan.ledger is not None:
@@ -590,35 +593,6 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
     if not landed.candidate_files:
         return None
     return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
-
-
-def refresh_landed_tasks(spark: SparkSession, lake: Lake, lake_dir: str, candidate_files: list[str],
-                         updates: Any = None) -> int:
-    """Fold again, in ``task_events`` and ``tasks``, every task a landing pass's replay
-    candidates (``candidate_files``, :func:`~snap_spark.pipeline.land.write_candidates`;
-    they include every valid report, each with the ``task_id`` it reports on) name, and
-    every task of a row ``updates`` changed (a re-decided report may now count, or no
-    longer); returns how many tasks were folded.
-    """
-    from pyspark.sql import functions as F
-
-    from snap_spark.pipeline.land import candidate_task_ids
-    from snap_spark.pipeline.tasks import refresh_tasks
-
-    msg_path = storage.join(lake_dir, "messages")
-    if not lake.exists(msg_path):
-        return 0
-    # The ids are gathered on the driver (as many as tasks the pass reports on): a local
-    # relation Spark broadcasts, instead of more stages over the candidates.
-    task_ids = candidate_task_ids(candidate_files).to_pylist()
-    if updates is not None and len(updates):
-        # rows of earlier runs (as many as rows re-decided): their task is only known to
-        # messages
-        changed = spark.createDataFrame(updates.rows.select(["file_key", "line_no"]))
-        task_ids += (lake.read(spark, msg_path).filter(F.col("task_state").isNotNull())
-                     .join(changed, ["file_key", "line_no"], "left_semi").select("task_id")
-                     .toArrow().column("task_id").to_pylist())
-    return refresh_tasks(spark, lake_dir, task_ids).tasks
 
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,

@@ -350,30 +350,6 @@ def write_candidates(folder: str, table: pa.Table) -> str:
     return location
 
 
-def candidate_task_ids(files: Iterable[str]) -> pa.Array:
-    """The distinct task ids among candidate files (:func:`write_candidates`), read on the
-    driver: one narrow column, as many values as tasks the run reports on.
-
-    Examples:
-        >>> import tempfile
-        >>> rows = pa.Table.from_pylist([{"task_id": t} for t in ("t2", None, "t1", "t2")],
-        ...                             schema=CANDIDATE_SCHEMA)
-        >>> files = [write_candidates(tempfile.mkdtemp(), rows)]
-        >>> sorted(candidate_task_ids(files).to_pylist())
-        ['t1', 't2']
-    """
-    import pyarrow.parquet as pq
-
-    parts: list[pa.Array] = []
-    for location in files:
-        filesystem, path = storage.resolve(location)
-        column = pq.read_table(path, columns=["task_id"], filesystem=filesystem)["task_id"]
-        parts.append(pc.unique(column.combine_chunks().drop_null()))
-    if not parts:
-        return pa.array([], pa.string())
-    return pc.unique(pa.concat_arrays(parts))
-
-
 def _repeated_keys(table: pa.Table) -> pa.Table:
     """The rows whose ``(sender, msg_id)`` occurs more than once, in their order: a message
     seen once can be neither a replay nor the original of one (cheap Arrow filter, so only

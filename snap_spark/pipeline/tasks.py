@@ -6,11 +6,13 @@ only for a response naming one of the six states), shuffled by task and sorted b
 timestamp, then receipt time, file and line; each task is folded in one Spark task, which
 writes the rows of both tables as Parquet files for one commit each.
 
-Two ways in, one fold: :func:`rebuild_tasks` folds every task and replaces both tables;
+Three ways in, one fold: :func:`rebuild_tasks` folds every task and replaces both tables;
 :func:`refresh_tasks` folds only the tasks it is given (every report of each, old and new)
-and replaces just their rows (:func:`snap_spark.lake.commit_data_files` with ``keys``).
-Both give the same rows for a task, so refreshing the tasks each run touched keeps the
-tables equal to a full rebuild.
+and replaces just their rows (:func:`snap_spark.lake.commit_data_files` with ``keys``);
+:func:`catch_up_tasks`, what the jobs run, refreshes the tasks that rows ``messages``
+added since the tables' recorded version (``tasks_through`` in the commit info) report
+on. All give the same rows for a task, so the tables stay equal to a full rebuild; the
+stream catches up on a thread of its own (:class:`TasksFollower`).
 
 Examples:
     Three responses reporting the state of task ``t1`` (a response needs no signature), the
@@ -240,19 +242,178 @@ def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Coll
     elif isinstance(task_ids, str | bytes):
         raise ValueError("task_ids is one string: pass a collection of task ids")
     else:
-        # distinct on the driver, a local relation: joined by broadcast, no Spark job of
-        # its own
-        import pyarrow as pa
-
-        unique = sorted({str(task_id) for task_id in task_ids if task_id is not None})
-        return _fold_tasks(spark, lake_dir, spark.createDataFrame(
-            pa.table({"task_id": pa.array(unique, pa.string())})),
-            local=len(unique) <= LOCAL_FOLD_TASKS)
+        return _fold_tasks(spark, lake_dir, sorted({str(task_id) for task_id in task_ids
+                                                    if task_id is not None}))
     ids = frame.where(F.col("task_id").isNotNull()).distinct().persist()
     try:
         return _fold_tasks(spark, lake_dir, ids)
     finally:
         ids.unpersist()
+
+
+#: Commit info key of a ``task_events``/``tasks`` commit that folded every valid report of
+#: ``messages`` up to a version (its value): a full rebuild, or :func:`catch_up_tasks`.
+THROUGH_KEY = "tasks_through"
+
+
+def tasks_through(lake_dir: str) -> int | None:
+    """The version of the lake's ``messages`` up to which every report is folded into
+    ``tasks`` (recorded by :func:`rebuild_tasks` and :func:`catch_up_tasks`); ``None``
+    when no commit of ``tasks`` recorded one (or there is no table).
+
+    Examples:
+        >>> tasks_through(str(tmp / "no-lake")) is None
+        True
+    """
+    from snap_spark import storage
+    from snap_spark.lake import newest_info_with, table_uri
+
+    info = newest_info_with(table_uri(storage.join(lake_dir, "tasks")), THROUGH_KEY)
+    return None if info is None else int(info[THROUGH_KEY])
+
+
+def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
+    """Bring ``task_events`` and ``tasks`` up to the lake's ``messages``: fold again every
+    task reported on by a row that ``messages`` added (or rewrote) since the version the
+    tables were last brought up to (:func:`tasks_through`), and replace exactly those
+    tasks' rows, recording the new version. With no such version (a new lake, or tables
+    written before it was recorded) the tables are rebuilt in full (:func:`rebuild_tasks`).
+
+    The tasks to fold come from the ``messages`` log, not from whoever wrote the rows, so
+    whatever commits ``messages`` (a batch run, a stream, another writer at the same time,
+    a run killed before its tasks were folded) is caught up by the next call, by any
+    writer; two calls at once leave what one rebuild gives. A lake without ``messages``
+    has nothing to catch up.
+
+    Examples:
+        A run lands two reports on task ``t1``; its tasks step is this catch-up:
+
+        >>> import json
+        >>> from snap_spark.lake import table_rows
+        >>> from snap_spark.pipeline.job import run
+        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+        >>> agent = p2tr_address(internal_pubkey(bytes.fromhex("0a" * 32)))
+        >>> def report(n, state):  # message m<n>, sent and received n seconds in
+        ...     task = {"id": "t1", "contextId": "c1", "status": {"state": state}}
+        ...     message = {"id": f"m{n}", "version": "0.1", "from": agent, "type": "response",
+        ...                "method": "tasks/get", "payload": {"task": task},
+        ...                "timestamp": 1770163200 + n}
+        ...     return json.dumps({"received_at": 1770163200 + n, "message": message})
+        >>> (tmp / "in").mkdir()
+        >>> _ = (tmp / "in" / "a.jsonl").write_text(report(1, "submitted") + "\\n"
+        ...                                         + report(2, "working") + "\\n")
+        >>> lake = str(tmp / "lake")
+        >>> run(spark, [str(tmp / "in")], lake).valid
+        2
+        >>> through = tasks_through(lake)
+        >>> catch_up_tasks(spark, lake).tasks  # nothing came since
+        0
+        >>> _ = (tmp / "in" / "b.jsonl").write_text(report(3, "completed") + "\\n")
+        >>> run(spark, [str(tmp / "in")], lake).valid
+        1
+        >>> tasks_through(lake) > through
+        True
+        >>> [(row["state"], row["reports"]) for row in table_rows(f"{lake}/tasks")]
+        [('completed', 3)]
+    """
+    from snap_spark import storage
+    from snap_spark.lake import get_lake
+
+    if not get_lake(spark).exists(storage.join(lake_dir, "messages")):
+        return TasksResult()
+    through = tasks_through(lake_dir)
+    if through is None:
+        return _fold_tasks(spark, lake_dir, None)
+    return _fold_tasks(spark, lake_dir, None, since=through)
+
+
+class TasksFollower:
+    """Keeps ``task_events`` and ``tasks`` caught up with ``messages`` on a thread of its
+    own, for a writer that commits ``messages`` often (the stream): each :meth:`poke` asks
+    for a :func:`catch_up_tasks`, which runs after the commit instead of inside it; pokes
+    that come while one runs are served by the next, in one fold.
+
+    Nothing is lost when the process dies: the next catch-up, by this writer or any other,
+    folds every report since the version the tables recorded. :meth:`start` catches up
+    what an earlier run left; :meth:`close` waits for the thread and catches up once more,
+    so the tables then hold every report committed before it.
+
+    Example::
+
+        follower = TasksFollower(spark, lake_dir)
+        follower.start()
+        ...                   # after each commit of messages:
+        follower.poke()       # returns at once; raises what a catch-up failed with
+        ...
+        follower.close()      # the tables are caught up
+    """
+
+    def __init__(self, spark: SparkSession, lake_dir: str) -> None:
+        import threading
+
+        self.spark, self.lake_dir = spark, lake_dir
+        #: tasks folded so far, and catch-ups that ran
+        self.refreshed = 0
+        self.catch_ups = 0
+        self._error: BaseException | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="snap-spark-tasks",
+                                        daemon=True)
+
+    def start(self) -> None:
+        """Start the thread, with a first catch-up (what an earlier run may have left)."""
+        self._thread.start()
+        self._wake.set()
+
+    def poke(self) -> None:
+        """Ask for a catch-up and return at once.
+
+        Raises:
+            BaseException: the error an earlier catch-up failed with (the thread stopped).
+        """
+        self._raise_error()
+        self._wake.set()
+
+    def close(self, catch_up: bool = True) -> None:
+        """Stop the thread (after the catch-up it is running), then, with ``catch_up``,
+        catch up once more on this thread.
+
+        Raises:
+            BaseException: the error a catch-up failed with.
+        """
+        self._closing = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._raise_error()
+        if catch_up:
+            self._catch_up()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _catch_up(self) -> None:
+        from snap_spark.runner import log
+
+        result = catch_up_tasks(self.spark, self.lake_dir)
+        self.refreshed += result.tasks
+        self.catch_ups += 1
+        if result.tasks:
+            log(f"tasks: {result.tasks} refreshed [{result.seconds:.1f}s]")
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                self._catch_up()
+            except BaseException as exc:  # raised on the writer's thread by poke/close
+                self._error = exc
+                return
 
 
 def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[str]) -> DataFrame:
@@ -303,6 +464,12 @@ def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[s
     )
 
 
+def _id_frame(spark: SparkSession, unique: Collection[str]) -> DataFrame:
+    """Task ids gathered on the driver as a local relation (joined by broadcast, no Spark
+    job of its own)."""
+    return spark.createDataFrame(pa.table({"task_id": pa.array(list(unique), pa.string())}))
+
+
 def _state_reports(messages: DataFrame) -> DataFrame:
     """The ``messages`` rows the fold takes: valid, reporting one of the six states."""
     from pyspark.sql import functions as F
@@ -310,24 +477,30 @@ def _state_reports(messages: DataFrame) -> DataFrame:
     return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
 
 
-#: A refresh of at most this many task ids (given as a collection) folds them on the
-#: driver: their reports are found by one scan of ``messages`` (the ids broadcast), then
-#: folded and written in-process, instead of in a shuffle and a Spark stage. A stream's
-#: micro-batch usually reports on fewer tasks than this.
+#: A refresh of at most this many task ids (given as a collection, or found by a catch-up)
+#: folds them on the driver: their reports are read from ``messages`` by delta-rs in the
+#: driver process (one filtered scan), then folded and written in-process, instead of in a
+#: Spark job, a shuffle and a stage. A stream's micro-batch usually reports on fewer tasks.
 LOCAL_FOLD_TASKS = 10_000
 
 #: The order the fold takes a task's reports in (ascending, nulls first, as Spark sorts).
 _FOLD_ORDER = ("task_id", "timestamp", "received_at", "source_file", "line_no")
+#: The ``messages`` columns the fold reads.
+_REPORT_COLUMNS = ("task_id", "context_id", "task_state", "sender", "msg_id", "timestamp",
+                   "received_at", "source_file", "line_no")
 
 
-def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
-                local: bool = False) -> TasksResult:
+def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] | None,
+                since: int | None = None) -> TasksResult:
     """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full
-    (``replace=True``), or those tasks' rows (``keys``). ``local``: ``ids`` is a small
-    local relation, folded on the driver (:data:`LOCAL_FOLD_TASKS`)."""
+    (``replace=True``), or those tasks' rows (``keys``). ``ids`` as a list of distinct ids
+    gathered on the driver: at most :data:`LOCAL_FOLD_TASKS` are found and folded on the
+    driver. ``since``: the tasks are those reported on by rows ``messages`` added after
+    that version (``ids`` unused); the commits record the version folded as
+    :data:`THROUGH_KEY`, as a full fold does."""
     import time
 
-    from pyspark.sql import functions as F
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark import storage
@@ -337,6 +510,8 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
         commit_lease,
         delete_data_files,
         get_lake,
+        read_arrow,
+        rows_added_since,
         table_uri,
         table_version,
     )
@@ -357,23 +532,39 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
     ingest_id = uuid.uuid4().hex
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     roots = {name: lake.data_root(path, staging) for name, path in paths.items()}
-    job = "rebuild_tasks" if ids is None else "refresh_tasks"
+    job = "rebuild_tasks" if ids is None and since is None else "refresh_tasks"
+
+    def reported_after(version: int, known: Collection[str] = ()) -> tuple[int, list[str]]:
+        """The latest version of ``messages``, and the tasks its rows added after
+        ``version`` report on (with ``known``), as a sorted list."""
+        latest, rows = rows_added_since(msg_path, version, ["task_id", "task_state"])
+        found = set(known)
+        if rows.num_rows:
+            found.update(task_id for task_id, state in zip(
+                rows.column("task_id").to_pylist(), rows.column("task_state").to_pylist(),
+                strict=True) if task_id is not None and state is not None)
+        return latest, sorted(found)
 
     def fold(version: int) -> tuple[TasksResult, dict[str, list[Any]]]:
         """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
-        reports = _state_reports(lake.read(spark, msg_path, version))
-        if ids is not None:
-            reports = reports.join(F.broadcast(ids) if local else ids, "task_id", "left_semi")
-        reports = reports.select("task_id", "context_id", "task_state", "sender", "msg_id",
-                                 "timestamp", "received_at", "source_file", "line_no")
         fold_files = functools.partial(fold_partition, roots, ingest_id)
-        if local:
-            found = reports.toArrow().sort_by([(name, "ascending", "at_start")
-                                               for name in _FOLD_ORDER])
-            written = [row for batch in fold_files(found.to_batches())
-                       for row in batch.to_pylist()]
+        if isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS:
+            # few tasks: their reports read on the driver by delta-rs, folded in-process
+            if not ids:
+                return TasksResult(), {"task_events": [], "tasks": []}
+            found = read_arrow(msg_path, _REPORT_COLUMNS, version, where=(
+                (pc.field("verdict") == VALID) & pc.field("task_state").is_valid()
+                & pc.field("task_id").isin(ids)))
+            written = [row for batch in fold_files(found.sort_by([
+                (name, "ascending", "at_start") for name in _FOLD_ORDER]).to_batches())
+                for row in batch.to_pylist()]
         else:
-            written = (reports.repartition("task_id").sortWithinPartitions(*_FOLD_ORDER)
+            reports = _state_reports(lake.read(spark, msg_path, version))
+            if ids is not None:
+                frame = _id_frame(spark, ids) if isinstance(ids, list) else ids
+                reports = reports.join(frame, "task_id", "left_semi")
+            written = (reports.select(*_REPORT_COLUMNS).repartition("task_id")
+                       .sortWithinPartitions(*_FOLD_ORDER)
                        .mapInArrow(fold_files, from_arrow_schema(WRITTEN)).collect())
         folded = TasksResult()
         out: dict[str, list[Any]] = {"task_events": [], "tasks": []}
@@ -394,7 +585,10 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
             # The fold reads one version of messages; it is committed only if no other
             # writer changed messages since, else folded again under the commit lease (two
             # writers refreshing one task leave what one rebuild gives).
-            read_version = table_version(table_uri(msg_path))
+            if since is None:
+                read_version = table_version(table_uri(msg_path))
+            else:
+                read_version, ids = reported_after(since)
             result, files = fold(read_version)
             with commit_lease(lake_dir, job):
                 latest = table_version(table_uri(msg_path))
@@ -402,14 +596,21 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | None,
                     for name, leftovers in files.items():
                         delete_data_files(roots[name], leftovers)
                     files = {"task_events": [], "tasks": []}
+                    if isinstance(ids, list) and since is not None:
+                        # and the tasks of what was committed meanwhile
+                        latest, ids = reported_after(read_version, ids)
                     result, files = fold(latest)
-                info = {"job": job, "ingest_id": ingest_id, "messages_version": latest}
+                info: dict[str, Any] = {"job": job, "ingest_id": ingest_id,
+                                        "messages_version": latest}
+                if ids is None or since is not None:  # every report up to it is folded
+                    info[THROUGH_KEY] = latest
+                keys = _id_frame(spark, ids) if isinstance(ids, list) else ids
                 for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
                     # the whole table, or those tasks' rows; the files committed or deleted
                     commit_data_files(spark, lake, paths[name], roots[name], files[name],
                                       schema=schema, app_id=batch_app_id([ingest_id, name]),
-                                      version=1, commit_info=info, replace=ids is None,
-                                      keys=ids)
+                                      version=1, commit_info=info, replace=keys is None,
+                                      keys=keys)
                     files[name] = []
         finally:
             for name, leftovers in files.items():

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
     from snap_spark.lake import Lake
     from snap_spark.pipeline.land import LandSpec
+    from snap_spark.pipeline.tasks import TasksFollower
 
 #: Delta app transaction id of a query's commits; the version is the micro-batch id.
 APP_ID_PREFIX = "snap-spark/stream/"
@@ -420,6 +421,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.pipeline.job import LANDED_TABLES, decided_settings, prepare_landing
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
+    from snap_spark.pipeline.tasks import TasksFollower
     from snap_spark.processes import current_owner
     from snap_spark.stream.progress import BatchProgress, ProgressListener
     from snap_spark.stream.replay_state import configure_state_store, replay_verdicts
@@ -454,19 +456,25 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                                candidates_dir=f"{staging}/candidates")
     result = StreamResult()
     progress = BatchProgress()
-    committer = BatchCommitter(spark, lake, plan, spec, settings, staging, result, progress)
+    # the task tables are caught up on a thread of their own, after each micro-batch's
+    # commit instead of inside it (what a crash leaves, the next catch-up takes)
+    tasks = TasksFollower(spark, plan.lake_dir)
+    committer = BatchCommitter(spark, lake, plan, spec, settings, staging, result, progress,
+                               tasks)
     listener = ProgressListener(progress, plan.progress_json)
     spark.streams.addListener(listener)
     writer = (verdicts.writeStream.foreachBatch(committer)
               .option("checkpointLocation", plan.checkpoint)
               .queryName(f"snap-spark stream_verify {plan.run_id[:8]}")
               .trigger(**trigger))
+    stopped = False
     try:
         with run_marker(plan.lake_dir, plan.run_id):
             # what grew or changed since an earlier run landed it (a restart)
             changes = committer.land_changes()
             add_changes(result, changes, [])
             listener.report_landing("start", changes)
+            tasks.start()
             query = writer.start()
             log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
                 f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}")
@@ -480,7 +488,13 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
             changes = committer.land_changes()
             add_changes(result, changes, [])
             listener.report_landing("stop", changes)
+            stopped = True
+            tasks.close()  # the last catch-up: the tables hold every committed report
+            result.tasks_refreshed = tasks.refreshed
     finally:
+        if not stopped:  # an error on its way out: only stop the thread
+            with contextlib.suppress(BaseException):
+                tasks.close(catch_up=False)
         spark.streams.removeListener(listener)
         with contextlib.suppress(OSError):
             storage.delete_tree(staging)
@@ -495,10 +509,12 @@ class BatchCommitter:
 
     def __init__(self, spark: SparkSession, lake: Lake, plan: StreamPlan, spec: LandSpec,
                  settings: VerifySettings, staging: str, result: StreamResult,
-                 progress: Any) -> None:
+                 progress: Any, tasks: TasksFollower | None = None) -> None:
         self.spark, self.lake, self.plan, self.spec = spark, lake, plan, spec
         self.settings, self.staging, self.result, self.progress = (settings, staging, result,
                                                                   progress)
+        #: catches the task tables up after each commit (``None``: the commit does it)
+        self.tasks = tasks
         self.lock = threading.Lock()
         #: keys held in the replay state, per bucket (the last count each bucket reported)
         self.state_keys: dict[int, int] = {}
@@ -591,7 +607,10 @@ class BatchCommitter:
                 started=started,
                 # rows the state could not decide exactly: their keys are folded again
                 also_keys=(self.spark.createDataFrame(inexact, "sender string, msg_id string")
-                           if inexact else None)), outcome)
+                           if inexact else None),
+                catch_up_tasks=self.tasks is None), outcome)
+            if self.tasks is not None:
+                self.tasks.poke()
         finally:
             for location in landed.candidate_files:
                 with contextlib.suppress(OSError):

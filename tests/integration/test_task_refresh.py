@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -305,3 +306,103 @@ def test_a_late_report_refolds_its_task(spark: SparkSession, tmp_path: Path) -> 
     incremental = table_content(lake)
     rebuild_tasks(spark, str(lake))
     assert table_content(lake) == incremental
+
+
+# ----------------------------------------------------------------------------- the catch-up
+
+
+class _Stopped(Exception):
+    """A run stopped between its ``messages`` commit and its tasks step."""
+
+
+def test_the_next_run_catches_up_the_tasks_a_stopped_run_left(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 2 commits its messages and stops before its tasks step; run 3's catch-up folds
+    run 2's tasks too (it takes them from the ``messages`` log), so the tables end as the
+    expectation says, equal to a full rebuild."""
+    sample = generate(SampleConfig(agents=6, messages=6000, seed=5))
+    pairs = list(sample)
+    cuts = [0, *split(pairs, 3), len(pairs)]
+    chunks = [[line for line, _ in pairs[a:b]] for a, b in itertools.pairwise(cuts)]
+    lake = tmp_path / "lake"
+    paths = []
+    for number, chunk in enumerate(chunks, start=1):
+        paths.append(tmp_path / f"part-{number}.jsonl")
+        paths[-1].write_bytes(b"\n".join(chunk) + b"\n")
+
+    first = run(spark, [str(paths[0])], str(lake))
+    assert first.tasks_refreshed and first.tasks_refreshed > 50
+    through = tasks.tasks_through(str(lake))
+    assert through is not None
+    after_first = table_content(lake)
+
+    def stop(*_args: Any) -> tasks.TasksResult:
+        raise _Stopped("stopped before the tasks step")
+
+    before = ingest_ids(lake)
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks, "catch_up_tasks", stop)
+        with pytest.raises(_Stopped):
+            run(spark, [str(paths[1])], str(lake))
+    (second,) = ingest_ids(lake) - before  # its messages were committed
+    assert table_content(lake) == after_first  # run 2's reports are not folded yet
+    assert tasks.tasks_through(str(lake)) == through
+
+    before = ingest_ids(lake)
+    third = run(spark, [str(paths[2])], str(lake))
+    (third_run,) = ingest_ids(lake) - before
+    left = run_reports(lake, second) - run_reports(lake, third_run)
+    assert left  # tasks only run 2 reported on, folded by run 3's catch-up
+    # (and the tasks of earlier rows whose files a re-decided verdict rewrote)
+    assert third.tasks_refreshed is not None
+    assert third.tasks_refreshed >= len(run_reports(lake, second) | run_reports(lake, third_run))
+    check_expectation([t.to_plain() for t in sample.expected_tasks()], lake)
+    caught_up = table_content(lake)
+    assert tasks.catch_up_tasks(spark, str(lake)).tasks == 0  # nothing new since
+    rebuild_tasks(spark, str(lake))
+    assert table_content(lake) == caught_up
+
+
+def test_the_follower_catches_up_on_its_thread_and_raises_what_failed(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs whose tasks step is off (as the stream's commits are) leave the tables behind;
+    a :class:`TasksFollower` started afterwards folds them on its thread, and its close
+    catches up once more. A catch-up that fails is raised by the next poke."""
+    sample = generate(SampleConfig(agents=4, messages=3000, seed=13))
+    pairs = list(sample)
+    lines = [line for line, _ in pairs]
+    half = split(pairs, 2)[0]
+    lake = tmp_path / "lake"
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks, "catch_up_tasks", lambda *_: tasks.TasksResult())
+        for number, chunk in enumerate((lines[:half], lines[half:]), start=1):
+            path = tmp_path / f"part-{number}.jsonl"
+            path.write_bytes(b"\n".join(chunk) + b"\n")
+            run(spark, [str(path)], str(lake))
+    assert not (lake / "tasks").exists()
+
+    follower = tasks.TasksFollower(spark, str(lake))
+    follower.start()
+    for _ in range(1200):  # the thread's first catch-up, within seconds
+        if follower.catch_ups:
+            break
+        time.sleep(0.05)
+    assert follower.catch_ups == 1
+    check_expectation([t.to_plain() for t in sample.expected_tasks()], lake)
+    caught_up = table_content(lake)
+    assert follower.refreshed == len(caught_up["tasks"])
+    follower.poke()
+    follower.close()  # after the thread's: nothing new to fold
+    assert follower.catch_ups in (2, 3) and follower.refreshed == len(caught_up["tasks"])
+    assert table_content(lake) == caught_up
+
+    broken = tasks.TasksFollower(spark, str(lake))
+    (lake / "tasks").rename(tmp_path / "tasks-moved")
+    (lake / "tasks").write_text("not a table")  # the catch-up refuses this location
+    broken.start()
+    with pytest.raises(Exception, match="tasks"):
+        for _ in range(600):  # the first catch-up fails on the thread, within seconds
+            broken.poke()
+            time.sleep(0.05)
+    with pytest.raises(Exception, match="tasks"):
+        broken.close()
