@@ -193,23 +193,47 @@ _FOLD_SCHEMA = pa.schema([
 ])
 
 
+def _stored_locally(msg_path: str, since: float, version: int | None, keys: pa.Table
+                    ) -> pa.Table:
+    """:func:`_stored_candidates` of the keys ``(sender, msg_id)`` in ``keys`` only, read on
+    the driver by delta-rs (one filtered scan, no Spark job), as :data:`_FOLD_SCHEMA`."""
+    from snap_spark.lake import read_arrow
+
+    columns = ["sender", "msg_id", "received_at", "signature_code", "source_file", "file_key",
+               "line_no", "error_code", "error_detail", "signature_detail"]
+    where = ((pc.field("event_date") >= pc.scalar(_utc_date(since)))
+             & (pc.field("received_at") >= pc.scalar(float(since)))
+             & (pc.field("error_code").is_null()
+                | pc.field("error_code").isin(sorted(CANDIDATE_CODES)))
+             & pc.field("sender").is_valid()
+             & pc.field("msg_id").isin(pc.unique(keys["msg_id"])))
+    rows = read_arrow(msg_path, columns, version, where=where)
+    if rows is None:
+        return _FOLD_SCHEMA.empty_table()
+    rows = rows.join(keys.cast(pa.schema([("sender", rows.schema.field("sender").type),
+                                          ("msg_id", rows.schema.field("msg_id").type)])),
+                     ["sender", "msg_id"], join_type="left semi")
+    n = rows.num_rows
+    return pa.table([pa.array(["lake"] * n, pa.string()), rows["sender"], rows["msg_id"],
+                     rows["received_at"], rows["signature_code"], rows["source_file"],
+                     rows["file_key"], rows["line_no"], rows["error_code"],
+                     rows["error_detail"], rows["signature_detail"]],
+                    names=_FOLD_COLUMNS).cast(_FOLD_SCHEMA)
+
+
 def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Table, *,
                     since: float, window: float, also_keys: DataFrame | None,
                     version: int | None) -> LakeDecisions:
-    """:func:`decide_against_lake` for a small run whose candidates are in ``local``: one
-    Spark job (the lake's scan, joined with the run's keys by broadcast), then the joint
-    fold on the driver."""
-    from pyspark.sql import functions as F
-
+    """:func:`decide_against_lake` for a small run whose candidates are in ``local``: the
+    lake's candidates of the run's keys read on the driver (:func:`_stored_locally`), then
+    the joint fold on the driver."""
     mine = local.filter(pc.and_(pc.is_valid(local["sender"]), pc.is_valid(local["msg_id"])))
     run_keys = mine.select(["sender", "msg_id"]).group_by(["sender", "msg_id"]).aggregate([])
     parts: list[pa.Table] = []
     found: list[pa.Table] = []
     if run_keys.num_rows and (version is None or version >= 0) and lake.exists(msg_path):
-        hits = _stored_candidates(spark, lake, msg_path, since, version).join(
-            F.broadcast(spark.createDataFrame(run_keys)), ["sender", "msg_id"], "left_semi")
-        stored = hits.toArrow()
-        parts.append(stored.select(_FOLD_COLUMNS).cast(_FOLD_SCHEMA))
+        stored = _stored_locally(msg_path, since, version, run_keys)
+        parts.append(stored)
         found.append(stored.select(["sender", "msg_id"]))
     if also_keys is not None:
         found.append(also_keys.select("sender", "msg_id").toArrow())
