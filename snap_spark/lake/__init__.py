@@ -56,6 +56,7 @@ from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -204,7 +205,7 @@ def commit_data_files(
     spark: SparkSession, lake: Lake, path: str, root: str, files: Sequence[DataFile], *,
     schema: StructType, partition_by: Sequence[str] = (), app_id: str, version: int,
     commit_info: Mapping[str, Any] | None = None, replace: bool = False,
-    keys: DataFrame | None = None, updates: RowUpdates | None = None,
+    keys: DataFrame | pa.Table | None = None, updates: RowUpdates | None = None,
     read_version: int | None = None,
 ) -> bool:
     """Commit Parquet files written under ``root`` (:meth:`Lake.data_root`) to the table at
@@ -275,7 +276,7 @@ def commit_data_files(
 def commit_rows(
     spark: SparkSession, lake: Lake, path: str, root: str, rows: Any, *,
     schema: StructType, file_prefix: str, app_id: str, version: int,
-    commit_info: Mapping[str, Any] | None = None, keys: DataFrame | None = None,
+    commit_info: Mapping[str, Any] | None = None, keys: DataFrame | pa.Table | None = None,
 ) -> bool:
     """Write a few rows held on the driver (a ``pyarrow.RecordBatch`` of ``schema``) as
     Parquet files under ``root`` (:meth:`Lake.data_root`), then commit them to the

@@ -113,7 +113,9 @@ class DataCommit:
     partition_by: Sequence[str] = ()
     commit_info: Mapping[str, Any] | None = None
     replace: bool = False
-    keys: DataFrame | None = None
+    #: a Spark DataFrame, or a ``pyarrow.Table`` of keys gathered on the driver (no Spark
+    #: job to collect them)
+    keys: DataFrame | pa.Table | None = None
     updates: RowUpdates | None = None
     read_version: int | None = None
 

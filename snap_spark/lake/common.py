@@ -152,6 +152,25 @@ def merge_condition(keys: Sequence[str], target: str = "t", source: str = "s") -
 DELETE_FLAG = "_snap_replace_key"
 
 
+def key_schema(keys: Any) -> StructType:
+    """The Spark schema of a commit's ``keys``: a DataFrame's own, or a ``pyarrow.Table``'s
+    converted.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> key_schema(pa.table({"task_id": ["t1"]})).simpleString()
+        'struct<task_id:string>'
+    """
+    import pyarrow as pa
+
+    if isinstance(keys, pa.Table):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(keys.schema)
+    schema: StructType = keys.schema
+    return schema
+
+
 def check_key_columns(keys: StructType, schema: StructType) -> list[str]:
     """The key columns of a commit that replaces the rows of ``keys``
     (:attr:`~snap_spark.lake.DataCommit.keys`): every column of ``keys``, each a column of

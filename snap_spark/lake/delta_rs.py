@@ -47,6 +47,7 @@ from snap_spark.lake.common import (
     DELETE_FLAG,
     check_key_columns,
     check_txn,
+    key_schema,
     replace_keys_merge,
     table_uri,
     write_marker,
@@ -474,7 +475,7 @@ class DeltaRsLake:
         return _commit_in_place(change)
 
 
-def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
+def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
     """Replace the rows of ``keys`` by the rows of files written in the table folder, in one
     commit (:meth:`Lake.commit`, mode ``"keys"``).
 
@@ -484,6 +485,7 @@ def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
     files of its own, so the written files are deleted afterwards. The source must fit in
     driver memory (the rows of the keys replaced, not the table).
     """
+    import pyarrow as pa
     from deltalake.transaction import CommitProperties, Transaction
 
     from snap_spark.lake.files import delete_data_files
@@ -493,7 +495,7 @@ def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
         raise LakeError(f"delta-rs commits files in the table folder {uri}, not {change.root}")
     app_id, version = change.app_id, change.version
     check_txn(app_id, version)
-    key_columns = check_key_columns(keys.schema, change.schema)
+    key_columns = check_key_columns(key_schema(keys), change.schema)
     adding = dataclasses.replace(change, keys=None)
     table = open_table(uri)
     if table is None:  # nothing to delete: create the table with the files as they are
@@ -504,8 +506,11 @@ def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
     existing = table_schema(table)
     check_same_table(uri, existing, list(table.metadata().partition_columns), change.schema,
                      change.partition_by)
-    source = _keyed_source(keys.select(*key_columns).distinct(), change.root, change.files,
-                           existing, list(change.partition_by))
+    key_rows = (keys.select(key_columns).group_by(key_columns).aggregate([])
+                if isinstance(keys, pa.Table)
+                else keys.select(*key_columns).distinct().toArrow())
+    source = _keyed_source(key_rows, change.root, change.files, existing,
+                           list(change.partition_by))
     if source.num_rows == 0:  # no keys, no rows: only the app transaction
         return _commit_in_place(adding)
     write_id = uuid.uuid4().hex
@@ -530,15 +535,14 @@ def _replace_keys(change: DataCommit, keys: DataFrame) -> bool:
     return _commit_in_place(dataclasses.replace(adding, files=()))
 
 
-def _keyed_source(keys: DataFrame, root: str, files: Sequence[DataFile], schema: StructType,
-                  partition_by: list[str]) -> pa.Table:
+def _keyed_source(key_rows: pa.Table, root: str, files: Sequence[DataFile],
+                  schema: StructType, partition_by: list[str]) -> pa.Table:
     """The merge source of :func:`_replace_keys`: one row per key (the other
     columns null, :data:`DELETE_FLAG` true), then the files' rows (flag false)."""
     import pyarrow as pa
 
     arrow_schema = to_arrow(schema)
     flagged = arrow_schema.append(pa.field(DELETE_FLAG, pa.bool_()))
-    key_rows = keys.toArrow()
     parts = [pa.table(
         [key_rows.column(f.name).cast(f.type) if f.name in key_rows.column_names
          else pa.nulls(key_rows.num_rows, f.type) for f in arrow_schema]

@@ -45,6 +45,7 @@ from snap_spark.lake.common import (
     DELETE_FLAG,
     check_key_columns,
     check_txn,
+    key_schema,
     marker_write_id,
     quote_identifier,
     replace_keys_merge,
@@ -56,6 +57,7 @@ from snap_spark.lake.delta_rs import read_txn_version
 from snap_spark.lake.schema import check_delta_compatible, check_partition_columns, conform
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -316,7 +318,8 @@ def _write_staged(spark: SparkSession, change: DataCommit, mode: str = "append")
                         mode=mode)
 
 
-def _replace_keys(spark: SparkSession, change: DataCommit, keys: DataFrame) -> bool:
+def _replace_keys(spark: SparkSession, change: DataCommit, keys: DataFrame | pa.Table
+                  ) -> bool:
     """Replace the rows of ``keys`` by the rows of staged Parquet files with one Delta MERGE
     (one commit; :meth:`Lake.commit`, mode ``"keys"``).
 
@@ -326,11 +329,14 @@ def _replace_keys(spark: SparkSession, change: DataCommit, keys: DataFrame) -> b
     staged rows.
     """
     from delta.tables import DeltaTable
+    from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
 
     path, app_id, version = change.path, change.app_id, change.version
     check_txn(app_id, version)
-    key_columns = check_key_columns(keys.schema, change.schema)
+    key_columns = check_key_columns(key_schema(keys), change.schema)
+    if not isinstance(keys, SparkDataFrame):  # gathered on the driver: a local relation
+        keys = spark.createDataFrame(keys)
     if _txn_done(path, (app_id, version)):
         return False
     start_version = _latest_version(spark, path)

@@ -552,9 +552,13 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
             # few tasks: their reports read on the driver by delta-rs, folded in-process
             if not ids:
                 return TasksResult(), {"task_events": [], "tasks": []}
-            found = read_arrow(msg_path, _REPORT_COLUMNS, version, where=(
-                (pc.field("verdict") == VALID) & pc.field("task_state").is_valid()
-                & pc.field("task_id").isin(ids)))
+            # only a null test goes to the scan (string statistics in a Delta log may be
+            # truncated prefixes, wrong as bounds); the rest is filtered in memory
+            found = read_arrow(msg_path, [*_REPORT_COLUMNS, "verdict"], version,
+                               where=pc.field("task_state").is_valid())
+            found = found.filter(pc.and_(pc.equal(found["verdict"], VALID),
+                                         pc.is_in(found["task_id"], pa.array(ids)))
+                                 ).select(list(_REPORT_COLUMNS))
             written = [row for batch in fold_files(found.sort_by([
                 (name, "ascending", "at_start") for name in _FOLD_ORDER]).to_batches())
                 for row in batch.to_pylist()]
@@ -604,7 +608,9 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
                                         "messages_version": latest}
                 if ids is None or since is not None:  # every report up to it is folded
                     info[THROUGH_KEY] = latest
-                keys = _id_frame(spark, ids) if isinstance(ids, list) else ids
+                # ids gathered on the driver go to the commit as Arrow: no Spark job
+                keys = (pa.table({"task_id": pa.array(ids, pa.string())})
+                        if isinstance(ids, list) else ids)
                 for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
                     # the whole table, or those tasks' rows; the files committed or deleted
                     commit_data_files(spark, lake, paths[name], roots[name], files[name],

@@ -424,7 +424,11 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.pipeline.tasks import TasksFollower
     from snap_spark.processes import current_owner
     from snap_spark.stream.progress import BatchProgress, ProgressListener
-    from snap_spark.stream.replay_state import configure_state_store, replay_verdicts
+    from snap_spark.stream.replay_state import (
+        configure_state_store,
+        replay_verdicts,
+        state_buckets,
+    )
 
     settings = decided_settings(plan.settings, spark)
     if settings.bare_clock == "now":
@@ -439,8 +443,8 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     # The stateful step's partitions (each a RocksDB store, opened and committed every
     # micro-batch): Spark's default of 200 costs seconds a batch on a small cluster. A
     # checkpoint keeps the number it started with.
-    spark.conf.set("spark.sql.shuffle.partitions",
-                   str(plan.state_partitions or spark.sparkContext.defaultParallelism))
+    partitions = plan.state_partitions or spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     # No micro-batch without new input: such a batch would only fire the replay state's
     # timers (keys past their window are also dropped by the next batch that brings data),
     # and costs seconds of an available-now run.
@@ -453,6 +457,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     # landing mode: each bucket keeps its candidates in files under the run's staging
     verdicts = replay_verdicts(replay_input(landed_stream(spark, plan, spec)),
                                settings.replay_window, plan.lateness,
+                               buckets=state_buckets(spark, plan.checkpoint, partitions),
                                candidates_dir=f"{staging}/candidates")
     result = StreamResult()
     progress = BatchProgress()

@@ -59,9 +59,12 @@ differs, this one included. Rows with ``exact = true`` equal the batch fold over
 candidate offered so far, provided no candidate of their key arrives behind the watermark
 later (that one comes out ``exact = false``, and re-deciding its key repairs the others).
 
-**State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``, 32 by
-default): PySpark 4.0 costs about 1.5 ms of state calls and frames per grouping key, so one
-group per key ran the stream at 500 lines/s. Each bucket holds its keys as one JSON object
+**State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``): PySpark
+4.0 costs about 1.5 ms of state calls and frames per grouping key, so one group per key ran
+the stream at 500 lines/s. A new checkpoint gets four buckets per state partition, their
+ids chosen so that each partition holds four (:func:`state_buckets`, recorded in the
+checkpoint); checkpoints started before that keep the 32 buckets ``0 .. 31`` they began
+with (which Spark spreads 12/20 over two partitions). Each bucket holds its keys as one JSON object
 (each key with the event time at which ``expire`` will have dropped it whole, and its
 :class:`~snap_spark.protocol.replay.ReplayKeyState` from
 :meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`) cut into 256 KiB pieces
@@ -94,7 +97,7 @@ Example (with a SparkSession ``spark`` and a candidates stream)::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -197,8 +200,8 @@ def configure_state_store(spark: SparkSession) -> None:
 
 
 def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
-                    buckets: int = DEFAULT_BUCKETS, candidates_dir: str | None = None
-                    ) -> DataFrame:
+                    buckets: int | Sequence[int] = DEFAULT_BUCKETS,
+                    candidates_dir: str | None = None) -> DataFrame:
     """Replay verdicts of a stream of candidates (:data:`CANDIDATE_SCHEMA` columns; others
     are ignored), as a stream of :data:`VERDICT_SCHEMA` rows (append mode).
 
@@ -227,8 +230,13 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
     drop late rows), but a watermark defined upstream still joins Spark's global watermark
     (the minimum by default) and so holds state longer.
 
+    ``buckets`` is the number of buckets (ids ``0 .. buckets - 1``) or the bucket ids
+    themselves (distinct, non-negative; :func:`state_buckets` chooses them for a new
+    checkpoint); either is fixed for the life of a checkpoint.
+
     Raises:
-        ValueError: ``window`` or ``lateness`` is negative, NaN or infinite.
+        ValueError: ``window`` or ``lateness`` is negative, NaN or infinite; no bucket, or
+            bucket ids repeated or negative.
 
     Example::
 
@@ -239,8 +247,12 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
     for name, value in (("window", window), ("lateness", lateness)):
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    if buckets < 1:
-        raise ValueError(f"buckets must be at least 1, got {buckets!r}")
+    ids = list(range(buckets)) if isinstance(buckets, int) else [int(b) for b in buckets]
+    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
+        raise ValueError(f"buckets must be at least 1, or distinct ids >= 0, got {buckets!r}")
+    index = F.pmod(F.xxhash64("sender", "msg_id"), F.lit(len(ids)))
+    if ids != list(range(len(ids))):  # the index picks one of the ids
+        index = F.element_at(F.array(*[F.lit(i) for i in ids]), (index + 1).cast("int"))
     delay_ms = math.ceil(lateness * 1000)
     if PASSTHROUGH not in candidates_df.columns:
         candidates_df = candidates_df.withColumn(PASSTHROUGH, F.lit(None).cast("string"))
@@ -255,13 +267,69 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
     bucketed = watermarked.withColumn(
         BUCKET_COLUMN,
         F.when(F.col("sender").isNull() & F.col("msg_id").isNull(), F.lit(PASSTHROUGH_BUCKET))
-        .otherwise(F.pmod(F.xxhash64("sender", "msg_id"), F.lit(buckets))).cast("int"))
+        .otherwise(index).cast("int"))
     return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
         statefulProcessor=ReplayStateProcessor(window, candidates_dir),
         outputStructType=VERDICT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
     )
+
+
+#: File in a query's checkpoint folder that records its replay state's bucket ids.
+LAYOUT_FILE: Final = "snap_spark_state.json"
+#: Buckets per state partition of a new checkpoint: few (each bucket costs a state read, a
+#: state write and a candidates file per micro-batch, about 15 ms in PySpark 4.0), but
+#: several, so that keys still spread evenly.
+BUCKETS_PER_PARTITION: Final = 4
+
+
+def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list[int]:
+    """The bucket ids of the replay state of the query checkpointed at ``checkpoint``
+    (pass them to :func:`replay_verdicts`).
+
+    - As :data:`LAYOUT_FILE` in the checkpoint records them.
+    - A checkpoint whose query started before they were recorded keeps the layout it began
+      with: ``0 .. DEFAULT_BUCKETS - 1``.
+    - A new checkpoint gets :data:`BUCKETS_PER_PARTITION` ids per state partition, chosen
+      so that each of the ``partitions`` holds as many (Spark places a bucket by its hash
+      modulo the partitions; ids ``0 .. n - 1`` would fall unevenly), and records them
+      before the query starts.
+
+    Example::
+
+        ids = state_buckets(spark, "/ckpt", partitions=2)   # a new checkpoint
+        assert len(ids) == 8 and ids == state_buckets(spark, "/ckpt", partitions=64)
+    """
+    import json
+
+    from snap_spark import storage
+
+    location = storage.join(checkpoint, LAYOUT_FILE)
+    if storage.exists(location):
+        with storage.open_input(location) as handle:
+            return [int(i) for i in json.loads(handle.read())["bucket_ids"]]
+    if storage.exists(storage.join(checkpoint, "metadata")):
+        return list(range(DEFAULT_BUCKETS))
+    per_partition = BUCKETS_PER_PARTITION
+    taken: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    candidates = (spark.range(0, 64 * per_partition * partitions)
+                  .select(F.col("id").cast("int").alias("id"),
+                          F.pmod(F.hash(F.col("id").cast("int")), F.lit(partitions))
+                          .alias("partition"))
+                  .toArrow())
+    for bucket, partition in zip(candidates.column("id").to_pylist(),
+                                 candidates.column("partition").to_pylist(), strict=True):
+        if len(taken[partition]) < per_partition:
+            taken[partition].append(bucket)
+    ids = sorted(i for chosen in taken.values() for i in chosen)
+    if len(ids) != per_partition * partitions:  # no id hashes to some partition (never seen)
+        ids = list(range(per_partition * partitions))
+    storage.make_dirs(checkpoint)
+    filesystem, path = storage.resolve(location)
+    with filesystem.open_output_stream(path) as out:
+        out.write(json.dumps({"bucket_ids": ids, "partitions": partitions}).encode())
+    return ids
 
 
 def state_rows(progress: Mapping[str, Any] | None) -> int | None:

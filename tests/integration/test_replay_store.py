@@ -182,3 +182,44 @@ def test_a_forged_late_copy_changes_nothing(spark: Any, tmp_path: Path) -> None:
     assert result.counts == {2001: 1} and result.rows_redecided == 0
     codes = {Path(m["source_file"]).name: m["error_code"] for m in _messages(lake)}
     assert codes == {"genuine.jsonl": None, "forged.jsonl": 2001}
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["driver-side", "spark-stages"])
+def test_ids_longer_than_delta_string_statistics_are_found(
+        spark: Any, tmp_path: Path, local: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """delta-spark keeps only a 32-character prefix of a string column in a file's
+    statistics. Message and task ids longer than that, alike in their first 32 characters,
+    must still be found in the lake: copies landed by a later run are 2006, and every task
+    report is folded, on the driver-side path and in Spark stages alike."""
+    from snap_spark.pipeline import tasks as tasks_module
+    from tests.unit.helpers import T0
+
+    if not local:
+        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
+        monkeypatch.setattr(tasks_module, "LOCAL_FOLD_TASKS", 0)
+    prefix = "x" * 40  # longer than the statistics keep
+    states = ["submitted", "working", "completed"]
+
+    def lines(received: float) -> bytes:
+        out = []
+        for i in range(12):
+            task = {"id": f"task-{prefix}-{i % 4}", "contextId": "c1",
+                    "status": {"state": states[i // 4]}}
+            msg = signed(PRIV_A, id=f"msg-{prefix}-{i:02d}", timestamp=T0 + i,
+                         type="response", method="tasks/get", payload={"task": task})
+            out.append(envelope(msg, received_at=T0 + i + received))
+        return b"\n".join(out) + b"\n"
+
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(lines(0.0))
+    second.write_bytes(lines(1.0))  # the same messages, each received a second later
+    lake = tmp_path / "lake"
+    with use_backend(spark, "delta-spark"):
+        assert run(spark, [str(first)], str(lake)).counts == {None: 12}
+        assert run(spark, [str(second)], str(lake)).counts == {2006: 12}
+        tasks_now = table_content(lake)
+        assert [(t[0][-1], t[3]) for t in tasks_now["tasks"]] == [
+            (str(i), "completed") for i in range(4)]
+        assert len(tasks_now["task_events"]) == 12
+        rebuild_tasks(spark, str(lake))
+    assert table_content(lake) == tasks_now

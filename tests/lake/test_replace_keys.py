@@ -63,10 +63,14 @@ def stage(lake: Lake, path: Path, rows: list[dict[str, Any]]) -> tuple[str, list
     return root, writer.close()
 
 
-def replace(spark: SparkSession, lake: Lake, path: Path, keys: list[str],
-            rows: list[dict[str, Any]], version: int, app_id: str = "refresh") -> bool:
+def replace_rows(spark: SparkSession, lake: Lake, path: Path, keys: list[str],
+            rows: list[dict[str, Any]], version: int, app_id: str = "refresh",
+            arrow: bool = False) -> bool:
+    """Replace the rows of ``keys`` by ``rows``; the keys as a DataFrame, or with ``arrow``
+    as a ``pyarrow.Table`` gathered on the driver."""
     root, files = stage(lake, path, rows)
-    frame = spark.createDataFrame([(k,) for k in keys], "task_id string")
+    frame = (pa.table({"task_id": pa.array(keys, pa.string())}) if arrow
+             else spark.createDataFrame([(k,) for k in keys], "task_id string"))
     return lake.commit(spark, DataCommit(path=str(path), root=root, files=files, keys=frame,
                                          schema=SCHEMA, partition_by=PARTITIONS,
                                          app_id=app_id, version=version,
@@ -78,9 +82,14 @@ def content(path: Path) -> list[tuple[Any, ...]]:
             delta_rows(path, "select task_id, seq, state, at, day from t order by task_id, seq")]
 
 
+@pytest.mark.parametrize("arrow", [False, True], ids=["keys-frame", "keys-arrow"])
 def test_replace_keys_replaces_only_the_named_keys(spark: SparkSession, lake: Lake,
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, arrow: bool) -> None:
     path = tmp_path / "lake" / "tasks"
+
+    def replace(*args: Any, **kwargs: Any) -> bool:
+        return replace_rows(*args, **kwargs, arrow=arrow)
+
     first = [row("a", 0, "submitted"), row("a", 1, "working", D2), row("b", 0, "working"),
              row("c", 0, "completed", D2)]
     assert replace(spark, lake, path, ["a", "b", "c"], first, 1)  # creates the table
@@ -138,11 +147,12 @@ def _removed(table: DeltaTable) -> list[str]:
 def test_replace_keys_refuses_keys_of_other_types(spark: SparkSession, lake: Lake,
                                                   tmp_path: Path) -> None:
     path = tmp_path / "tasks"
-    assert replace(spark, lake, path, ["a"], [row("a", 0, "working")], 1)
+    assert replace_rows(spark, lake, path, ["a"], [row("a", 0, "working")], 1)
     root, files = stage(lake, path, [])
     wrong = spark.createDataFrame([(1,)], StructType([StructField("task_id", LongType())]))
     unknown = spark.createDataFrame([("x",)], StructType([StructField("nope", StringType())]))
-    for keys in (wrong, unknown):
+    wrong_arrow = pa.table({"task_id": pa.array([1], pa.int64())})
+    for keys in (wrong, unknown, wrong_arrow):
         with pytest.raises(LakeSchemaError):
             lake.commit(spark, DataCommit(path=str(path), root=root, files=files, keys=keys,
                                           schema=SCHEMA, partition_by=PARTITIONS,
@@ -154,9 +164,10 @@ def test_both_backends_replace_to_equal_tables(spark: SparkSession, tmp_path: Pa
     lakes: list[Lake] = [DeltaRsLake(), delta_spark_lake(spark)]
     for lake in lakes:
         path = tmp_path / lake.name / "tasks"
-        replace(spark, lake, path, ["a", "b"], [row("a", 0, "working"), row("b", 0, "failed")], 1)
-        replace(spark, lake, path, ["a", "c"], [row("a", 0, "completed", D2),
-                                                 row("c", 0, "working")], 2)
+        replace_rows(spark, lake, path, ["a", "b"], [row("a", 0, "working"),
+                                                     row("b", 0, "failed")], 1)
+        replace_rows(spark, lake, path, ["a", "c"], [row("a", 0, "completed", D2),
+                                                     row("c", 0, "working")], 2, arrow=True)
     rs, ds = (tmp_path / name / "tasks" for name in ("delta-rs", "delta-spark"))
     assert content(rs) == content(ds) == [tuple(r.values()) for r in [
         row("a", 0, "completed", D2), row("b", 0, "failed"), row("c", 0, "working")]]

@@ -31,13 +31,17 @@ from snap_spark.protocol.replay import (
 )
 from snap_spark.stream.replay_state import (
     BUCKET_COLUMN,
+    BUCKETS_PER_PARTITION,
     CANDIDATE_SCHEMA,
+    DEFAULT_BUCKETS,
+    LAYOUT_FILE,
     VERDICT_SCHEMA,
     ReplayStateProcessor,
     _candidate,
     configure_state_store,
     expiry_ms,
     replay_verdicts,
+    state_buckets,
     state_keys,
     state_rows,
     step_key,
@@ -72,7 +76,8 @@ class Drops:
         self.count += 1
 
 
-def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, lateness: float
+def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, lateness: float,
+               buckets: int | Sequence[int] = DEFAULT_BUCKETS
                ) -> tuple[list[tuple[int, list[Row]]], list[Any]]:
     """Run the replay query over what was dropped so far: ``(batch id, rows)`` per batch,
     and the query's progress reports."""
@@ -93,7 +98,7 @@ def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, latene
 
     candidates = (spark.readStream.schema(CANDIDATE_SCHEMA).option("maxFilesPerTrigger", 1)
                   .json(str(drops.src)))
-    query = (replay_verdicts(candidates, window, lateness).writeStream
+    query = (replay_verdicts(candidates, window, lateness, buckets=buckets).writeStream
              .foreachBatch(collect)
              .option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())
@@ -216,7 +221,12 @@ def row_id(r: Row) -> RowId:
     return (r["file_key"], r["line_no"])
 
 
-def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["32-buckets", "chosen-for-the-partitions"])
+def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path,
+                                                  layout: str) -> None:
+    # the layout of checkpoints before state_buckets, and the one it gives a new one
+    buckets = (DEFAULT_BUCKETS if layout == "32-buckets"
+               else state_buckets(spark, str(tmp_path / "ckpt"), 2))
     c = Candidates(seed=11)
     span = 6 * WINDOW
     generated = c.generated(n_keys=60, span=span)
@@ -229,7 +239,8 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path) ->
         landing.write(rows)
     everything = [r for rows in drops for r in rows]
 
-    batches, _ = run_stream(spark, landing, tmp_path / "ckpt", WINDOW, lateness=10 * span)
+    batches, _ = run_stream(spark, landing, tmp_path / "ckpt", WINDOW, lateness=10 * span,
+                            buckets=buckets)
 
     check_batches(batches, everything)
     expected = fold_verdicts(everything, WINDOW)
@@ -522,3 +533,37 @@ def test_processor_equals_step_key_per_key(batches: list[list[tuple[str, float, 
             v.to_plain()))] for k, v in states.items()}
         latest = max(T0 + at for _, at, _ in batch)
         newest = latest if newest is None else max(newest, latest)
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_a_new_checkpoint_gets_buckets_spread_evenly_and_keeps_them(spark: Any, tmp_path: Path,
+                                                                  partitions: int) -> None:
+    checkpoint = tmp_path / "ckpt"
+    ids = state_buckets(spark, str(checkpoint), partitions)
+    assert len(ids) == len(set(ids)) == BUCKETS_PER_PARTITION * partitions
+    # Spark places a grouping key by its Murmur3 hash modulo the partitions
+    placed = (spark.createDataFrame([(i,) for i in ids], "b int")
+              .select(F.pmod(F.hash("b"), F.lit(partitions)).alias("p"))
+              .groupBy("p").count().collect())
+    assert sorted(r["count"] for r in placed) == [BUCKETS_PER_PARTITION] * partitions
+    assert ids != list(range(len(ids)))  # 0..n-1 would not be even here
+    recorded = json.loads((checkpoint / LAYOUT_FILE).read_text())
+    assert recorded["bucket_ids"] == ids
+    # the same checkpoint later, whatever the partitions asked for then
+    assert state_buckets(spark, str(checkpoint), 64) == ids
+
+
+def test_a_checkpoint_started_before_the_record_keeps_its_32_buckets(spark: Any,
+                                                                    tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"a-query-of-an-earlier-version"}')
+    assert state_buckets(spark, str(checkpoint), 2) == list(range(DEFAULT_BUCKETS))
+    assert not (checkpoint / LAYOUT_FILE).exists()
+
+
+def test_bucket_ids_must_be_distinct_and_not_negative(spark: Any) -> None:
+    frame = spark.createDataFrame([], CANDIDATE_SCHEMA)
+    for wrong in (0, [], [1, 1], [-2, 3]):
+        with pytest.raises(ValueError, match="buckets"):
+            replay_verdicts(frame, WINDOW, 10.0, buckets=wrong)
