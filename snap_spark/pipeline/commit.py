@@ -37,6 +37,7 @@ from snap_spark.runner import log
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from snap_spark.lake import Lake
@@ -274,7 +275,7 @@ class CommitPlan:
     ledger_keys: Sequence[str] = ()
     #: message keys ``(sender, msg_id)`` to decide against the lake as well, besides the
     #: pass's candidates (the stream's rows its state could not decide exactly)
-    also_keys: DataFrame | None = None
+    also_keys: DataFrame | pa.Table | None = None
     #: a version of ``messages`` known to hold none of ``msg_keys``: if another writer
     #: landed one of them since, nothing is committed
     files_absent_at: int | None = None
@@ -570,6 +571,7 @@ def committed_figures(msg_path: str, app_id: str, version: int, result: JobResul
 def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
     """The keys ``(sender, msg_id)`` of the pass's replay candidates (read on the driver
     from its candidate files), and those of ``also_keys``."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     keys: set[tuple[str, str]] = set()
@@ -579,7 +581,12 @@ def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
         keys.update(zip(table.column("sender").to_pylist(), table.column("msg_id").to_pylist(),
                         strict=True))
     if also_keys is not None:
-        keys.update((row[0], row[1]) for row in also_keys.select("sender", "msg_id").collect())
+        if isinstance(also_keys, pa.Table):
+            keys.update(zip(also_keys.column("sender").to_pylist(),
+                            also_keys.column("msg_id").to_pylist(), strict=True))
+        else:
+            keys.update((row[0], row[1])
+                        for row in also_keys.select("sender", "msg_id").collect())
     return keys
 
 

@@ -95,14 +95,15 @@ class LakeDecisions:
 
 def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
                         candidates: DataFrame, *, since: float, window: float,
-                        also_keys: DataFrame | None = None,
+                        also_keys: DataFrame | pa.Table | None = None,
                         version: int | None = None,
                         local: pa.Table | None = None) -> LakeDecisions:
     """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
     against the replay candidates ``messages`` holds from receipt time ``since`` on (the
     run's earliest candidate minus ``window``). Keys ``(sender, msg_id)`` in ``also_keys``
     are folded again even when the lake holds none of their rows (a stream's rows its state
-    could not decide exactly). Returns nothing to change when there is nothing to fold.
+    could not decide exactly; a DataFrame, or an Arrow table gathered on the driver).
+    Returns nothing to change when there is nothing to fold.
 
     ``version`` pins the ``messages`` version read (``-1``: as if there were no table; the
     latest when ``None``): the commit that follows names it, so that a commit by another
@@ -129,7 +130,8 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
         parts.append(hits)
         keys = hits.select("sender", "msg_id")
     if also_keys is not None:
-        forced = also_keys.select("sender", "msg_id")
+        forced = (spark.createDataFrame(also_keys) if isinstance(also_keys, pa.Table)
+                  else also_keys).select("sender", "msg_id")
         keys = forced if keys is None else keys.unionByName(forced)
     if keys is None:
         return empty
@@ -224,7 +226,7 @@ def _stored_locally(msg_path: str, since: float, version: int | None, keys: pa.T
 
 
 def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Table, *,
-                    since: float, window: float, also_keys: DataFrame | None,
+                    since: float, window: float, also_keys: DataFrame | pa.Table | None,
                     version: int | None) -> LakeDecisions:
     """:func:`decide_against_lake` for a small run whose candidates are in ``local``: the
     lake's candidates of the run's keys read on the driver (:func:`_stored_locally`), then
@@ -238,7 +240,8 @@ def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Ta
         parts.append(stored)
         found.append(stored.select(["sender", "msg_id"]))
     if also_keys is not None:
-        found.append(also_keys.select("sender", "msg_id").toArrow())
+        found.append(also_keys.select(["sender", "msg_id"]) if isinstance(also_keys, pa.Table)
+                     else also_keys.select("sender", "msg_id").toArrow())
     keys = [t.cast(pa.schema([("sender", pa.string()), ("msg_id", pa.string())]))
             for t in found if t.num_rows]
     if not keys:

@@ -68,6 +68,9 @@ if TYPE_CHECKING:
 
 #: Delta app transaction id of a query's commits; the version is the micro-batch id.
 APP_ID_PREFIX = "snap-spark/stream/"
+#: The keys of a micro-batch's rows the state could not decide exactly (decided against the
+#: lake at commit).
+INEXACT_KEYS = pa.schema([("sender", pa.string()), ("msg_id", pa.string())])
 #: How far behind the newest receipt time a line may arrive and still be decided by the
 #: state alone (later ones are decided against the lake, never dropped).
 DEFAULT_LATENESS = 600.0
@@ -611,8 +614,9 @@ class BatchCommitter:
                 ledger=ledger if self.plan.landing else None, ledger_keys=keys,
                 started=started,
                 # rows the state could not decide exactly: their keys are folded again
-                also_keys=(self.spark.createDataFrame(inexact, "sender string, msg_id string")
-                           if inexact else None),
+                also_keys=(pa.table({"sender": [k[0] for k in inexact],
+                                     "msg_id": [k[1] for k in inexact]},
+                                    schema=INEXACT_KEYS) if inexact else None),
                 catch_up_tasks=self.tasks is None), outcome)
             if self.tasks is not None:
                 self.tasks.poke()
