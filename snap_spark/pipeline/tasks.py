@@ -52,6 +52,7 @@ import dataclasses
 import datetime as dt
 import functools
 import json
+import time
 import uuid
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -327,11 +328,17 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
     return _fold_tasks(spark, lake_dir, None, since=through)
 
 
+#: Seconds between the starts of two catch-ups of a :class:`TasksFollower`.
+CATCH_UP_INTERVAL = 5.0
+
+
 class TasksFollower:
     """Keeps ``task_events`` and ``tasks`` caught up with ``messages`` on a thread of its
     own, for a writer that commits ``messages`` often (the stream): each :meth:`poke` asks
-    for a :func:`catch_up_tasks`, which runs after the commit instead of inside it; pokes
-    that come while one runs are served by the next, in one fold.
+    for a :func:`catch_up_tasks`, which runs after the commit instead of inside it. At most
+    one catch-up starts every ``interval`` seconds; pokes that come in between are served
+    by the next, in one fold (a catch-up costs about the same for one micro-batch as for
+    several, and every one competes with the stream for the cores).
 
     Nothing is lost when the process dies: the next catch-up, by this writer or any other,
     folds every report since the version the tables recorded. :meth:`start` catches up
@@ -348,15 +355,17 @@ class TasksFollower:
         follower.close()      # the tables are caught up
     """
 
-    def __init__(self, spark: SparkSession, lake_dir: str) -> None:
+    def __init__(self, spark: SparkSession, lake_dir: str,
+                 interval: float = CATCH_UP_INTERVAL) -> None:
         import threading
 
-        self.spark, self.lake_dir = spark, lake_dir
+        self.spark, self.lake_dir, self.interval = spark, lake_dir, interval
         #: tasks folded so far, and catch-ups that ran
         self.refreshed = 0
         self.catch_ups = 0
         self._error: BaseException | None = None
         self._wake = threading.Event()
+        self._closed = threading.Event()
         self._closing = False
         self._thread = threading.Thread(target=self._loop, name="snap-spark-tasks",
                                         daemon=True)
@@ -383,6 +392,7 @@ class TasksFollower:
             BaseException: the error a catch-up failed with.
         """
         self._closing = True
+        self._closed.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -409,11 +419,14 @@ class TasksFollower:
             self._wake.clear()
             if self._closing:
                 return
+            started = time.monotonic()
             try:
                 self._catch_up()
             except BaseException as exc:  # raised on the writer's thread by poke/close
                 self._error = exc
                 return
+            # the next one no sooner than interval after this one began (close: at once)
+            self._closed.wait(max(0.0, started + self.interval - time.monotonic()))
 
 
 def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[str]) -> DataFrame:
@@ -498,8 +511,6 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     driver. ``since``: the tasks are those reported on by rows ``messages`` added after
     that version (``ids`` unused); the commits record the version folded as
     :data:`THROUGH_KEY`, as a full fold does."""
-    import time
-
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
