@@ -318,13 +318,15 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         [('completed', 3)]
     """
     from snap_spark import storage
-    from snap_spark.lake import get_lake
+    from snap_spark.lake import get_lake, table_uri, table_version
 
     if not get_lake(spark).exists(storage.join(lake_dir, "messages")):
         return TasksResult()
     through = tasks_through(lake_dir)
     if through is None:
         return _fold_tasks(spark, lake_dir, None)
+    if table_version(table_uri(storage.join(lake_dir, "messages"))) == through:
+        return TasksResult()  # nothing committed since: no commit either
     return _fold_tasks(spark, lake_dir, None, since=through)
 
 

@@ -33,6 +33,7 @@ from snap_spark.stream.replay_state import (
     BUCKET_COLUMN,
     BUCKETS_PER_PARTITION,
     CANDIDATE_SCHEMA,
+    CHANGELOG_CONF,
     DEFAULT_BUCKETS,
     LAYOUT_FILE,
     VERDICT_SCHEMA,
@@ -77,11 +78,12 @@ class Drops:
 
 
 def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, lateness: float,
-               buckets: int | Sequence[int] = DEFAULT_BUCKETS
+               buckets: int | Sequence[int] = DEFAULT_BUCKETS, configure: bool = True
                ) -> tuple[list[tuple[int, list[Row]]], list[Any]]:
     """Run the replay query over what was dropped so far: ``(batch id, rows)`` per batch,
-    and the query's progress reports."""
-    configure_state_store(spark)
+    and the query's progress reports (``configure``: the state store settings first)."""
+    if configure:
+        configure_state_store(spark)
     # The closing no-data batch (where the state's timers drop keys past their window) is
     # part of what these tests check; the stream job turns such batches off on its session.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "true")
@@ -261,7 +263,11 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path,
     assert all(r["exact"] for _, rows in batches for r in rows)
 
 
-def test_restart_on_the_same_checkpoint_keeps_the_state(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("changelog", ["on", "turned-on-at-the-restart"])
+def test_restart_on_the_same_checkpoint_keeps_the_state(spark: Any, tmp_path: Path,
+                                                        changelog: str) -> None:
+    # The second case: a checkpoint written with RocksDB snapshots (before the setting was
+    # on) is picked up with changelog checkpointing on.
     c = Candidates(seed=23)
     span = 4 * WINDOW
     drops = split_drops(c.rng, c.generated(n_keys=40, span=span), 4, span, late_share=0.2)
@@ -277,8 +283,17 @@ def test_restart_on_the_same_checkpoint_keeps_the_state(spark: Any, tmp_path: Pa
     landing, checkpoint = Drops(tmp_path), tmp_path / "ckpt"
     for rows in drops[:2]:
         landing.write(rows)
-    first, progress = run_stream(spark, landing, checkpoint, WINDOW, lateness=10 * span)
+    configure_state_store(spark)
+    if changelog != "on":
+        spark.conf.set(CHANGELOG_CONF, "false")
+    try:
+        first, progress = run_stream(spark, landing, checkpoint, WINDOW, lateness=10 * span,
+                                     configure=changelog == "on")
+    finally:
+        spark.conf.set(CHANGELOG_CONF, "true")
     assert state_rows(progress[-1])  # the first query stopped with keys in its state
+    changelogs = list((checkpoint / "state").rglob("*.changelog"))
+    assert bool(changelogs) == (changelog == "on")  # without: snapshots only
     for rows in drops[2:]:
         landing.write(rows)
     second, _ = run_stream(spark, landing, checkpoint, WINDOW, lateness=10 * span)
