@@ -46,7 +46,12 @@ from snap_spark.lake.api import (
     VersionConflict,
 )
 from snap_spark.lake.common import marker_info, table_uri
-from snap_spark.lake.delta_log import committed_info, newest_info_with, table_version
+from snap_spark.lake.delta_log import (
+    committed_info,
+    newest_info_with,
+    table_row_count,
+    table_version,
+)
 from snap_spark.lake.delta_rs import distinct_rows, read_data_files, rows_added_since
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
 from snap_spark.lake.lease import CommitContention, check_held, commit_lease
@@ -88,6 +93,7 @@ __all__ = [
     "rows_added_since",
     "table_file_uris",
     "table_present",
+    "table_row_count",
     "table_rows",
     "table_uri",
     "table_version",

@@ -204,6 +204,25 @@ def newest_info_with(uri: str, key: str) -> dict[str, Any] | None:
         limit *= 8
 
 
+def table_row_count(uri: str, version: int | None = None) -> int | None:
+    """The rows the table holds (at ``version``), from the record counts of its log;
+    ``None`` when there is no table or a file's count is not recorded.
+
+    Examples:
+        >>> table_row_count("/nowhere/at/all") is None
+        True
+    """
+    import pyarrow as pa
+
+    table = open_table(uri, version)
+    if table is None:
+        return None
+    counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    if counts.null_count:
+        return None
+    return int(sum(counts.to_pylist()))
+
+
 def check_same_table(uri: str, existing: StructType, partitions: Sequence[str],
                      schema: StructType, partition_by: Sequence[str]) -> None:
     """Refuse files of ``schema``/``partition_by`` for a table that has other columns or

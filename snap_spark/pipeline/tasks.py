@@ -498,6 +498,21 @@ def _state_reports(messages: DataFrame) -> DataFrame:
 #: Spark job, a shuffle and a stage. A stream's micro-batch usually reports on fewer tasks.
 LOCAL_FOLD_TASKS = 10_000
 
+#: A rebuild of a ``messages`` table of at most this many rows (all verdicts) folds on
+#: the driver, as a refresh of few tasks does: a new lake's first small run (``make run``,
+#: a cold start) then starts no Spark job for its tasks.
+LOCAL_REBUILD_ROWS = 100_000
+
+
+def _rows_at_most(path: str, version: int, limit: int) -> bool:
+    """Whether the table at ``path`` (at ``version``) holds at most ``limit`` rows, by the
+    record counts of its log (``False`` when they are not recorded)."""
+    from snap_spark.lake import table_row_count, table_uri
+
+    rows = table_row_count(table_uri(path), version)
+    return rows is not None and rows <= limit
+
+
 #: The order the fold takes a task's reports in (ascending, nulls first, as Spark sorts).
 _FOLD_ORDER = ("task_id", "timestamp", "received_at", "source_file", "line_no")
 #: The ``messages`` columns the fold reads.
@@ -561,17 +576,20 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     def fold(version: int) -> tuple[TasksResult, dict[str, list[Any]]]:
         """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
         fold_files = functools.partial(fold_partition, roots, ingest_id)
-        if isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS:
-            # few tasks: their reports read on the driver by delta-rs, folded in-process
-            if not ids:
+        few_ids = isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS
+        if few_ids or (ids is None and _rows_at_most(msg_path, version, LOCAL_REBUILD_ROWS)):
+            # few tasks, or a small table: the reports read on the driver by delta-rs,
+            # folded in-process
+            if isinstance(ids, list) and not ids:
                 return TasksResult(), {"task_events": [], "tasks": []}
             # only a null test goes to the scan (string statistics in a Delta log may be
             # truncated prefixes, wrong as bounds); the rest is filtered in memory
             found = read_arrow(msg_path, [*_REPORT_COLUMNS, "verdict"], version,
                                where=pc.field("task_state").is_valid())
-            found = found.filter(pc.and_(pc.equal(found["verdict"], VALID),
-                                         pc.is_in(found["task_id"], pa.array(ids)))
-                                 ).select(list(_REPORT_COLUMNS))
+            kept = pc.equal(found["verdict"], VALID)
+            if isinstance(ids, list):
+                kept = pc.and_(kept, pc.is_in(found["task_id"], pa.array(ids)))
+            found = found.filter(kept).select(list(_REPORT_COLUMNS))
             written = [row for batch in fold_files(found.sort_by([
                 (name, "ascending", "at_start") for name in _FOLD_ORDER]).to_batches())
                 for row in batch.to_pylist()]

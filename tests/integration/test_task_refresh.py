@@ -220,6 +220,7 @@ def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: 
     # (tasks.LOCAL_FOLD_TASKS): these runs are small, so one case lowers the limit.
     if stage:
         monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
+        monkeypatch.setattr(tasks, "LOCAL_REBUILD_ROWS", 0)
     sample = generate(config)
     pairs = list(sample)
     cuts = [0, *split(pairs, parts), len(pairs)]
