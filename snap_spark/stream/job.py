@@ -147,7 +147,7 @@ def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBa
     each file by its bytes (:func:`snap_spark.pipeline.ingest.file_digest`) and cut it into
     line ranges (:func:`snap_spark.lines.plan_line_ranges`), one :data:`RANGE_SCHEMA` row
     each; a file whose bytes the lake already holds gives one ``skipped`` row."""
-    from snap_spark.lake import table_rows
+    from snap_spark.lake import read_arrow
     from snap_spark.lines import plan_line_ranges
     from snap_spark.pipeline.ingest import file_digest
 
@@ -164,8 +164,9 @@ def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBa
                              "arrived": time.time(), "skipped": True, "vanished": True})
                 continue
             arrived = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
-            if landed is None:
-                landed = {row["file_key"] for row in table_rows(ledger_path)}
+            if landed is None:  # the ledger's keys only (it grows with every file landed)
+                keys = read_arrow(ledger_path, ["file_key"])
+                landed = set() if keys is None else set(keys.column("file_key").to_pylist())
             common = {"path": location, "file_key": key, "size": stat.size,
                       "arrived": arrived, "vanished": False}
             if key in landed:
