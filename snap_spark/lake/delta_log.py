@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -154,6 +154,26 @@ def write_committed(uri: str, write_id: str, start_version: int) -> bool:
     )
 
 
+def _markers(uri: str, first: int) -> Iterator[dict[str, Any]]:
+    """The markers of the commits this package made to the table at ``uri``, newest first,
+    the history read in growing windows (``first`` commits, then eight times as many, ...)
+    of the version opened (later commits do not shift it); nothing when there is no
+    table."""
+    table = open_table(uri)
+    if table is None:
+        return
+    seen, limit = 0, first
+    while True:
+        entries = table.history(limit=limit)
+        for entry in entries[seen:]:
+            marker = marker_of(entry.get("userMetadata"))
+            if marker is not None:
+                yield marker
+        if len(entries) < limit:  # the whole history was read
+            return
+        seen, limit = len(entries), limit * 8
+
+
 def committed_info(uri: str, app_id: str, version: int) -> dict[str, Any] | None:
     """The ``info`` of the commit that carries the app transaction ``(app_id, version)``
     (made through this package), newest commits first; ``None`` when no such commit is in
@@ -163,21 +183,11 @@ def committed_info(uri: str, app_id: str, version: int) -> dict[str, Any] | None
         >>> committed_info("/nowhere/at/all", "ingest", 1) is None
         True
     """
-    table = open_table(uri)
-    if table is None:
-        return None
-    limit = 32
-    while True:
-        entries = table.history(limit=limit)
-        for entry in entries:
-            marker = marker_of(entry.get("userMetadata"))
-            if (marker is not None and marker.get("appId") == app_id
-                    and marker.get("txnVersion") == version):
-                info = marker.get("info")
-                return info if isinstance(info, dict) else {}
-        if len(entries) < limit:  # the whole history was read
-            return None
-        limit *= 8
+    for marker in _markers(uri, first=32):
+        if marker.get("appId") == app_id and marker.get("txnVersion") == version:
+            info = marker.get("info")
+            return info if isinstance(info, dict) else {}
+    return None
 
 
 def newest_info_with(uri: str, key: str) -> dict[str, Any] | None:
@@ -188,20 +198,11 @@ def newest_info_with(uri: str, key: str) -> dict[str, Any] | None:
         >>> newest_info_with("/nowhere/at/all", "tasks_through") is None
         True
     """
-    table = open_table(uri)
-    if table is None:
-        return None
-    limit = 8
-    while True:
-        entries = table.history(limit=limit)
-        for entry in entries:
-            marker = marker_of(entry.get("userMetadata"))
-            info = None if marker is None else marker.get("info")
-            if isinstance(info, dict) and key in info:
-                return info
-        if len(entries) < limit:  # the whole history was read
-            return None
-        limit *= 8
+    for marker in _markers(uri, first=8):
+        info = marker.get("info")
+        if isinstance(info, dict) and key in info:
+            return info
+    return None
 
 
 def table_row_count(uri: str, version: int | None = None) -> int | None:

@@ -287,35 +287,21 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
     has nothing to catch up.
 
     Examples:
-        A run lands two reports on task ``t1``; its tasks step is this catch-up:
+        A sample landed in two runs, each of which catches up after its commit:
 
-        >>> import json
         >>> from snap_spark.lake import table_rows
         >>> from snap_spark.pipeline.job import run
-        >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
-        >>> agent = p2tr_address(internal_pubkey(bytes.fromhex("0a" * 32)))
-        >>> def report(n, state):  # message m<n>, sent and received n seconds in
-        ...     task = {"id": "t1", "contextId": "c1", "status": {"state": state}}
-        ...     message = {"id": f"m{n}", "version": "0.1", "from": agent, "type": "response",
-        ...                "method": "tasks/get", "payload": {"task": task},
-        ...                "timestamp": 1770163200 + n}
-        ...     return json.dumps({"received_at": 1770163200 + n, "message": message})
-        >>> (tmp / "in").mkdir()
-        >>> _ = (tmp / "in" / "a.jsonl").write_text(report(1, "submitted") + "\\n"
-        ...                                         + report(2, "working") + "\\n")
+        >>> from snap_spark.samples.messages import SampleConfig, generate
+        >>> sample = generate(SampleConfig(agents=3, messages=400, seed=2))
+        >>> lines = [line for line, _ in sample]
         >>> lake = str(tmp / "lake")
-        >>> run(spark, [str(tmp / "in")], lake).valid
-        2
-        >>> through = tasks_through(lake)
-        >>> catch_up_tasks(spark, lake).tasks  # nothing came since
+        >>> for n, part in enumerate((lines[:200], lines[200:])):
+        ...     _ = (tmp / f"{n}.jsonl").write_bytes(b"\\n".join(part) + b"\\n")
+        ...     _ = run(spark, [str(tmp / f"{n}.jsonl")], lake)
+        >>> catch_up_tasks(spark, lake).tasks  # nothing committed since the last run's
         0
-        >>> _ = (tmp / "in" / "b.jsonl").write_text(report(3, "completed") + "\\n")
-        >>> run(spark, [str(tmp / "in")], lake).valid
-        1
-        >>> tasks_through(lake) > through
+        >>> len(table_rows(f"{lake}/tasks")) == len(sample.expected_tasks()) > 10
         True
-        >>> [(row["state"], row["reports"]) for row in table_rows(f"{lake}/tasks")]
-        [('completed', 3)]
     """
     from snap_spark import storage
     from snap_spark.lake import get_lake, table_uri, table_version
