@@ -144,3 +144,38 @@ def test_a_store_without_create_if_absent_takes_no_lease(capsys: pytest.CaptureF
         assert held.number == -1
         check_held(held)  # nothing to lose
     assert "one writer at a time" in capsys.readouterr().err
+
+
+def test_lease_files_deleted_while_listed_do_not_fail_the_listing(tmp_path: Path) -> None:
+    """A holder deletes old lease files (``_forget_old``) while another writer lists the
+    folder: the listing must list again, not raise (seen once, under load, as a
+    FileNotFoundError out of ``commit_lease``). A thread creates and deletes files as fast
+    as it can while this one lists, so the race is hit many times a second."""
+    from snap_spark.lake.lease import _numbers
+
+    folder = tmp_path / LEASE_FOLDER
+    folder.mkdir()
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            for k in range(n, n + 20):
+                (folder / _name(k)).write_text("{}")
+            for k in range(n, n + 20):
+                (folder / _name(k)).unlink()
+            n += 20
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    listed = 0
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            numbers = _numbers(str(tmp_path))
+            assert numbers == sorted(numbers)
+            listed += 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert listed > 100
