@@ -30,7 +30,8 @@ setup: $(STAMP) native delta-jars kafka-jars
 
 # The native checking core (snap_spark._native, Rust): built by maturin from native/ into
 # snap_spark/ when its sources change. Without cargo it says so in one line and setup goes
-# on: snap-spark then checks with its Python core (the reference; see README "Speed").
+# on: snap-spark then checks with its Python core (the reference; see docs/speed.md,
+# "Two checking cores").
 NATIVE_SO := snap_spark/_native.abi3.so
 NATIVE_SRC := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
 native: $(NATIVE_SO)

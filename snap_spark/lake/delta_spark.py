@@ -606,7 +606,8 @@ def commits_in_place(path: str) -> bool:
     Delta's own writer keeps (deletion vectors, column mapping, ...) is written by Delta.
 
     Delta-spark has no public API to adopt files; a commit of ``add`` actions is the
-    protocol's own way, and Delta reads such a table like any other (README "Speed").
+    protocol's own way, and Delta reads such a table like any other (docs/storage.md,
+    "Two Delta backends").
 
     Examples:
         >>> commits_in_place("/tmp/no-such-table")

@@ -1,6 +1,6 @@
 """One declared Spark schema per Delta table (docs/architecture.md, *Tables*).
 
-Change a schema only with a migration note in the README: notebooks and audits read them.
+Change a schema only with a migration note in docs/migration.md: notebooks and audits read them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``spark-submit --py-files``, compared row for row with a local run of the same input.
 
 Why ``--py-files`` here and not the packed environment (``--archives``, run by
-``make cluster-demo CLUSTER_SHIP=archives`` and measured in the README): building that
+``make cluster-demo CLUSTER_SHIP=archives`` and measured in docs/cluster.md): building that
 environment pip-installs the project's wheel and every dependency into a fresh virtualenv
 and packs it (70-85 s here from pip's cache, and it needs the package index or that cache),
 and every executor then fetches and unpacks 200 MiB. ``--py-files`` with

@@ -100,7 +100,7 @@ def run_reports(lake: Path, ingest_id: str) -> set[str]:
 
 def split(pairs: Sequence[tuple[bytes, Label]], parts: int) -> list[int]:
     """Cut points near equal parts where no replay in the 2006 window is cut from the line it
-    copies (replay dedupe runs within one run: README, *Replay scope*)."""
+    copies (replay dedupe runs within one run: docs/batch-job.md, *Replay across runs*)."""
     first_seen: dict[bytes, int] = {}
     spans = []
     for index, (line, label) in enumerate(pairs):

@@ -1,6 +1,7 @@
 """``snap-spark submit``: the split of its command line, the command it builds (``--dry-run``,
 run as cron runs it: ``env -i`` with a bare PATH), the hand-over to spark-submit (exit status,
-environment, same process), and the README's cron line for the scheduled audit, end to end.
+environment, same process), and the cron line of docs/audit-job.md for the scheduled audit, end
+to end.
 """
 
 from __future__ import annotations
@@ -214,10 +215,10 @@ def test_the_process_becomes_spark_submit_with_the_jobs_exit_status(tmp_path: Pa
     assert seen["argv"][-3:] == [str(ROOT / "jobs" / "audit.py"), "--lake", "L"]
 
 
-# -- the README's cron line, end to end -----------------------------------------------------
+# -- the cron line of docs/audit-job.md, end to end ------------------------------------------
 
 def cron_line(lake: Path, out: Path, thresholds: Path, alerted: Path) -> str:
-    """The README's cron line for the scheduled audit, with local settings and files."""
+    """The cron line of docs/audit-job.md for the scheduled audit, with local settings and files."""
     q = shlex.quote
     return (f"cd {q(str(ROOT))} && {q(str(SNAP_SPARK))} submit --master 'local[2]' "
             "--conf spark.ui.enabled=false --conf spark.snap.lake.backend=delta-rs "
