@@ -116,6 +116,27 @@ def test_relative_links_of_the_pages_lead_to_files() -> None:
     assert not broken, broken
 
 
+def setup_is_current() -> str | None:
+    """Why ``make setup`` would run again in a workspace, or ``None`` when it would not.
+
+    A workspace links the checkout's ``.venv``: a ``make`` target there that found setup
+    out of date would ``pip install -e`` the workspace into that environment, pointing its
+    scripts at a folder the test then deletes. So the docs test runs only on a current
+    setup (the stamp the Makefile writes for this ``pyproject.toml``, not older than it)."""
+    venv = ROOT / ".venv"
+    if not venv.is_dir():
+        return f"no {venv}: run make setup first"
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        digest = subprocess.run(["cksum"], stdin=handle, capture_output=True, text=True,
+                                check=True).stdout.split()[0]
+    stamp = venv / f".installed-{digest}"
+    if not stamp.exists():
+        return f"{stamp.name} is missing (pyproject.toml changed): run make setup first"
+    if stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
+        return "pyproject.toml is newer than the last make setup: run make setup first"
+    return None
+
+
 def workspace(tmp: Path) -> Path:
     """A scratch checkout: the project's files linked in, an empty ``data/``."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -149,6 +170,8 @@ RUN_PAGES = [page for page in PAGES if any(b.runnable for b in shell_blocks(page
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
 def test_a_page_s_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
     """The page's runnable blocks, in order, in one workspace: each exits 0."""
+    stale = setup_is_current()
+    assert stale is None, stale
     ws = workspace(tmp_path / "ws")
     env = run_environment()
     for block in (b for b in shell_blocks(page) if b.runnable):
