@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: ``conf/spark-defaults.conf`` of this checkout (absent when installed as a wheel).
-DEFAULT_SPARK_CONF = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+#: The Spark settings snap-spark's own sessions start from: package data
+#: (``snap_spark/conf/spark-defaults.conf``; ``conf/`` of a checkout links to it).
+DEFAULT_SPARK_CONF = Path(__file__).resolve().parent / "conf" / "spark-defaults.conf"
 
 #: Spark setting choosing the Delta backend :func:`snap_spark.lake.get_lake` returns:
 #: ``auto`` (default: delta-spark when its extension is loaded, else delta-rs), ``delta-rs``

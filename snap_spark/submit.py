@@ -51,10 +51,11 @@ EXIT_USAGE = 2
 #: The checkout this package sits in (the jobs and settings are found relative to it, as
 #: :data:`snap_spark.runner.DEFAULT_PIPELINE_CONF` is).
 CHECKOUT = Path(__file__).resolve().parent.parent
-#: ``jobs/`` of the checkout: one ``<name>.py`` per job.
-JOBS_DIR = CHECKOUT / "jobs"
-#: The quieter Spark logging ``make run`` passes (absent when installed as a wheel).
-LOG4J2_CONF = CHECKOUT / "conf" / "log4j2.properties"
+#: The jobs shipped in the package (``snap_spark/jobs``; ``jobs/`` of a checkout links to
+#: it): one ``<name>.py`` per job.
+JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+#: The quieter Spark logging ``make run`` passes (package data, ``snap_spark/conf``).
+LOG4J2_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 
 #: spark-submit options that take a value (Spark 4.0's ``SparkSubmitOptionParser``), by
 #: the name given on the command line; ``-c`` is ``--conf``.

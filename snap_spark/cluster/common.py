@@ -15,8 +15,8 @@ from pathlib import Path
 #: ``jobs/`` and ``conf/`` beside it).
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CHECKOUT = PACKAGE_DIR.parent
-#: The batch job's entry point.
-VERIFY_JOB = CHECKOUT / "jobs" / "verify_messages.py"
+#: The batch job's entry point (shipped in the package).
+VERIFY_JOB = PACKAGE_DIR / "jobs" / "verify_messages.py"
 
 
 class ClusterError(RuntimeError):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snap_spark.cluster.common import CHECKOUT, VERIFY_JOB, spark_home
+from snap_spark.cluster.common import CHECKOUT, PACKAGE_DIR, VERIFY_JOB, spark_home
 from snap_spark.cluster.standalone import end_groups
 
 #: The tables the demo compares (per-run columns dropped).
@@ -74,7 +74,7 @@ def submit(name: str, master: str, args: Sequence[str], *, driver_python: Path,
     Raises:
         subprocess.TimeoutExpired: it ran longer than ``timeout`` (it was stopped).
     """
-    conf = CHECKOUT / "conf"
+    conf = PACKAGE_DIR / "conf"
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master,
            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
            "--conf", f"spark.pyspark.driver.python={driver_python}",

@@ -1,0 +1,14 @@
+"""spark-submit entry point: verify SNAP traffic as it arrives (a landing folder or Kafka).
+
+    spark-submit jobs/stream_verify.py --landing data/landing --lake data/lake \\
+        --checkpoint data/checkpoints/stream --trigger available-now
+
+All logic lives in :mod:`snap_spark.stream.job`; see ``--help``.
+"""
+
+import sys
+
+from snap_spark.stream.job import main
+
+if __name__ == "__main__":
+    sys.exit(main())
