@@ -78,8 +78,15 @@ chromium:
 	  $$SUDO apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "test setup: could not install chromium: the screenshot test will fail"; }
 
+# The suite on TEST_WORKERS pytest-xdist workers (each with its own SparkSession, temp
+# folders and free ports), one test file per worker at a time (--dist loadfile: a file's
+# module fixtures, e.g. its landed lake, are built once). Every JVM of the suite (the
+# sessions, spark-submit jobs, the Kafka broker, the cluster) runs with the C1 compiler
+# only: short JVMs then spend far less CPU compiling, which two workers on two cores need.
+TEST_WORKERS ?= 2
 test: setup kafka-broker chromium
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	JAVA_TOOL_OPTIONS='-XX:TieredStopAtLevel=1' $(PY) -m pytest -q -p no:cacheprovider \
+		--durations=25 -n $(TEST_WORKERS) --dist loadfile
 	@$(MAKE) --no-print-directory test-python-core
 
 # The fast lane while working: every test that needs no SparkSession and is not marked slow

@@ -16,9 +16,10 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
   and Kafka's for ``stream_verify --kafka-bootstrap``,
   merged with the ``--jars`` given;
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
-  ``--conf spark.ui.showConsoleProgress=false`` and the checkout's quieter
-  ``conf/log4j2.properties``, as the Makefile passes them; ``SPARK_LOCAL_IP=127.0.0.1`` when
-  unset and the master is local (on a cluster the driver must stay reachable by executors).
+  ``--conf spark.ui.showConsoleProgress=false`` and the package's quieter
+  ``conf/log4j2.properties`` (package data), as the Makefile passes them;
+  ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
+  must stay reachable by executors).
 
 The command line is ``snap-spark submit [--dry-run] [SPARK-SUBMIT OPTIONS] JOB [JOB ARGS]``:
 everything before JOB is spark-submit's (or ``--dry-run``), everything after JOB goes to the

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snap_spark.cluster.common import CHECKOUT, PACKAGE_DIR, VERIFY_JOB, spark_home
+from snap_spark.cluster.common import PACKAGE_DIR, VERIFY_JOB, spark_home
 from snap_spark.cluster.standalone import end_groups
 
 #: The tables the demo compares (per-run columns dropped).

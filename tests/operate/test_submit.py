@@ -134,14 +134,14 @@ def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:
     assert names["PATH"] == f"{Path(sys.executable).parent}:{BARE_PATH}"
     assert names["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert command[0] == str(home / "bin" / "spark-submit")
-    script = command.index(str(ROOT / "jobs" / "audit.py"))
+    script = command.index(str(submit.JOBS_DIR / "audit.py"))
     assert command[script + 1:] == ["--lake", "rel/lake", "--out", "out dir", "--conf", "x=y"]
     options = command[1:script]
     pairs = list(zip(options[::2], options[1::2], strict=True))
     assert ("--conf", "spark.sql.session.timeZone=UTC") in pairs
     assert ("--master", "local[2]") in pairs and ("--conf", "spark.ui.enabled=false") in pairs
     assert ("--driver-java-options",
-            f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}") in pairs
+            f"-Dlog4j2.configurationFile={submit.LOG4J2_CONF}") in pairs
     jars = [value for option, value in pairs if option == "--jars"]
     assert jars == [",".join([mine, *delta])]  # one --jars, given first, nothing twice
 
@@ -215,7 +215,7 @@ def test_the_process_becomes_spark_submit_with_the_jobs_exit_status(tmp_path: Pa
     assert seen["env"]["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert seen["env"]["SPARK_HOME"] == str(fake.parents[1])
     assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
-    assert seen["argv"][-3:] == [str(ROOT / "jobs" / "audit.py"), "--lake", "L"]
+    assert seen["argv"][-3:] == [str(submit.JOBS_DIR / "audit.py"), "--lake", "L"]
 
 
 # -- the cron line of docs/audit-job.md, end to end ------------------------------------------
