@@ -46,6 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from snap_spark import jobs
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -54,7 +56,7 @@ EXIT_USAGE = 2
 CHECKOUT = Path(__file__).resolve().parent.parent
 #: The jobs shipped in the package (``snap_spark/jobs``; ``jobs/`` of a checkout links to
 #: it): one ``<name>.py`` per job.
-JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+JOBS_DIR = jobs.JOBS_DIR
 #: The quieter Spark logging ``make run`` passes (package data, ``snap_spark/conf``).
 LOG4J2_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 
@@ -193,7 +195,7 @@ def split_arguments(argv: Sequence[str]) -> Request:
         else:
             raise SubmitError(f"unknown spark-submit option {word} before JOB (spark-submit's "
                               "options go before JOB, the job's own after it)")
-    raise SubmitError("name a JOB" + _choices(known_jobs()))
+    raise SubmitError("name a JOB" + jobs.choices())
 
 
 def known_jobs(jobs_dir: Path = JOBS_DIR) -> list[str]:
@@ -207,18 +209,7 @@ def known_jobs(jobs_dir: Path = JOBS_DIR) -> list[str]:
         >>> known_jobs(Path("/nowhere"))
         []
     """
-    try:
-        names = [path.stem for path in jobs_dir.glob("*.py") if not path.name.startswith("_")]
-    except OSError:
-        return []
-    return sorted(names)
-
-
-def _choices(jobs: Sequence[str], jobs_dir: Path = JOBS_DIR) -> str:
-    """`` (one of: a, b)``, or a note that there are none."""
-    if not jobs:
-        return f" (no jobs found: no {jobs_dir}/*.py)"
-    return f" (one of: {', '.join(jobs)})"
+    return jobs.names(jobs_dir)
 
 
 def job_script(job: str, jobs_dir: Path = JOBS_DIR) -> Path:
@@ -235,11 +226,10 @@ def job_script(job: str, jobs_dir: Path = JOBS_DIR) -> Path:
         ...
         snap_spark.submit.SubmitError: unknown job 'nope' (no jobs found: ...)
     """
-    jobs = known_jobs(jobs_dir)
-    name = job.removesuffix(".py")
-    if name not in jobs:
-        raise SubmitError(f"unknown job {job!r}" + _choices(jobs, jobs_dir))
-    return jobs_dir / f"{name}.py"
+    try:
+        return jobs.job_path(job, jobs_dir)
+    except jobs.UnknownJob as error:
+        raise SubmitError(str(error)) from None
 
 
 def spark_home(environ: Mapping[str, str]) -> tuple[Path, str]:

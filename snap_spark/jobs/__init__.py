@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-__all__ = ["JOBS_DIR", "UnknownJob", "job_path", "names", "summary"]
+__all__ = ["JOBS_DIR", "UnknownJob", "choices", "job_path", "names", "summary"]
 
 #: This folder: one ``<name>.py`` per job.
 JOBS_DIR = Path(__file__).resolve().parent
@@ -35,21 +35,33 @@ class UnknownJob(LookupError):
     """No job of that name (the message lists the known ones)."""
 
 
-def names() -> list[str]:
-    """The jobs shipped here: every ``*.py`` not starting with ``_``, sorted."""
-    return sorted(p.stem for p in JOBS_DIR.glob("*.py") if not p.name.startswith("_"))
+def names(folder: Path = JOBS_DIR) -> list[str]:
+    """The jobs of ``folder`` (the ones shipped here by default): every ``*.py`` not
+    starting with ``_``, sorted; none when the folder cannot be read."""
+    try:
+        return sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_"))
+    except OSError:
+        return []
 
 
-def job_path(name: str) -> Path:
-    """The absolute path of job ``name`` (with or without ``.py``).
+def choices(folder: Path = JOBS_DIR) -> str:
+    """`` (one of: a, b)`` for the jobs of ``folder``, or a note that there are none."""
+    found = names(folder)
+    if not found:
+        return f" (no jobs found: no {folder}/*.py)"
+    return f" (one of: {', '.join(found)})"
+
+
+def job_path(name: str, folder: Path = JOBS_DIR) -> Path:
+    """The path of job ``name`` (with or without ``.py``) in ``folder``.
 
     Raises:
-        UnknownJob: there is no such job.
+        UnknownJob: there is no such job (the message lists the known ones).
     """
     stem = name.removesuffix(".py")
-    if stem not in names():
-        raise UnknownJob(f"unknown job {name!r} (one of: {', '.join(names())})")
-    return JOBS_DIR / f"{stem}.py"
+    if stem not in names(folder):
+        raise UnknownJob(f"unknown job {name!r}" + choices(folder))
+    return folder / f"{stem}.py"
 
 
 def summary(name: str) -> str:

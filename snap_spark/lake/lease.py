@@ -217,27 +217,25 @@ def _numbers(lake_dir: str) -> list[int]:
     """The numbers of the lease files, ascending. Another holder deletes old files
     (:func:`_forget_old`) at any moment: a file gone between the folder's listing and its
     look at that file makes the listing start again (the last try raises)."""
-    folder = _folder(lake_dir)
-    for attempt in range(_LIST_TRIES):
-        if storage.path_kind(folder) != "dir":
-            return []
-        try:
-            locations = storage.list_files(folder, (".json",))
-        except FileNotFoundError:
-            if attempt == _LIST_TRIES - 1:
-                raise
-            continue
-        numbers = []
-        for location in locations:
-            stem = location.rstrip("/").rsplit("/", 1)[-1][: -len(".json")]
-            if stem.isdigit() and len(stem) == 20:
-                numbers.append(int(stem))
-        return sorted(numbers)
-    raise AssertionError("unreachable")
+    for _ in range(_LIST_TRIES - 1):
+        with contextlib.suppress(FileNotFoundError):
+            return _listed_numbers(_folder(lake_dir))
+    return _listed_numbers(_folder(lake_dir))
 
 
 #: Listings of the lease folder tried before a vanishing file is an error.
 _LIST_TRIES = 20
+
+
+def _listed_numbers(folder: str) -> list[int]:
+    if storage.path_kind(folder) != "dir":
+        return []
+    numbers = []
+    for location in storage.list_files(folder, (".json",)):
+        stem = location.rstrip("/").rsplit("/", 1)[-1][: -len(".json")]
+        if stem.isdigit() and len(stem) == 20:
+            numbers.append(int(stem))
+    return sorted(numbers)
 
 
 def _newest(lake_dir: str) -> tuple[int, dict[str, Any] | None] | None:
