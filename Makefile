@@ -54,12 +54,19 @@ kafka-jars: $(STAMP)
 kafka-broker: $(STAMP)
 	@$(PY) -m tests.kafka fetch || true
 
-$(STAMP): pyproject.toml
+# .venv holds exactly the versions of uv.lock (the `dev` extra, which takes in `nostr`,
+# `audit` and `s3`) and the checkout, editable. uv comes first from PyPI, at the version the
+# lock itself names; `--inexact` leaves what `make notebook` added. After a change to the
+# ranges in pyproject.toml: `.venv/bin/uv lock`, then commit uv.lock.
+UV_LOCKED = $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' uv.lock)
+UV_SYNC = $(VENV)/bin/uv sync --frozen --inexact --extra dev
+$(STAMP): pyproject.toml uv.lock
 	@$(MAKE) --no-print-directory check-java
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "snap-spark needs Python >= 3.11, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	@$(VENV)/bin/uv --version 2>/dev/null | grep -qx 'uv $(UV_LOCKED)' || \
+		$(PY) -m pip install --quiet --disable-pip-version-check 'uv==$(UV_LOCKED)'
+	$(UV_SYNC) --quiet
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 	@echo "setup: .venv ready ($$($(PY) --version), $$($(PY) -c 'import pyspark; print("pyspark", pyspark.__version__)'))"
@@ -198,16 +205,18 @@ NOTEBOOKS ?= notebooks
 NOTEBOOK_ARGS ?=
 notebook: setup
 	@test -x $(VENV)/bin/jupyter-lab || { echo "notebook: installing JupyterLab into $(VENV) (once)"; \
-		$(PY) -m pip install --quiet -e ".[notebook]"; }
+		$(UV_SYNC) --quiet --extra notebook; }
 	SNAP_SPARK_LAKE='$(abspath $(LAKE))' $(VENV)/bin/jupyter-lab $(NOTEBOOK_ARGS) $(NOTEBOOKS)
 
 # The same sample through the pure-Python checker (no Spark).
 check-sample: setup $(SAMPLE)
 	$(VENV)/bin/snap-spark check $(SAMPLE) --summary-only
 
+# ... and uv.lock must be current for pyproject.toml (make setup installs it as it is)
 lint: setup
 	$(VENV)/bin/ruff check snap_spark jobs tests bench native/build.py conftest.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/uv lock --check --quiet
 
 bench: setup
 	$(PY) bench/run_bench.py --delta-spark

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from snap_spark.extras import missing_extra, require
+
 EXIT_USAGE = 2
 
 
@@ -630,6 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign,
             "lake": cmd_lake, "relay": cmd_relay, "publish": cmd_publish}
+#: Commands that need an optional part of the package (:mod:`snap_spark.extras`).
+NEEDS_EXTRA = {"relay": "nostr", "publish": "nostr"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -639,9 +643,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_submit(argv[1:])
     args = build_parser().parse_args(argv)
     try:
+        if args.command in NEEDS_EXTRA:
+            require(NEEDS_EXTRA[args.command])
         return COMMANDS[args.command](args)
     except BrokenPipeError:
         return 0
+    except ImportError as exc:
+        if (missing := missing_extra(exc)) is None:
+            raise
+        print(f"snap-spark {args.command}: {missing}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snap_spark.extras import MissingExtra, missing_extra
 from snap_spark.settings import DEFAULT_BATCH_ROWS, SettingsError, VerifySettings
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     try:
         context = prepare(job, argv)
         extra = spark_conf(context.args.conf)
-    except (UsageError, SettingsError) as exc:
+    except (UsageError, SettingsError, MissingExtra) as exc:
         print(f"{prefix} {exc}", file=sys.stderr)
         return EXIT_USAGE
     from snap_spark.lake import DamagedTable, LakeError, LakeLocationError
@@ -291,5 +292,10 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     except LakeError as exc:
         print(f"{prefix} the Delta tables refused the write: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except ImportError as exc:
+        if (missing := missing_extra(exc)) is None:
+            raise
+        print(f"{prefix} {missing}", file=sys.stderr)
+        return EXIT_USAGE
     print(job.summary(result))
     return job.exit_code(result)

@@ -24,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from snap_spark.audit.figures import short
 from snap_spark.protocol.errors import ERROR_NAMES
 
 #: Colours: valid, rejected, and one per error code (colour-blind friendly tab10 order).
@@ -32,20 +33,6 @@ REJECTED_COLOUR = "#e03131"
 CODE_COLOURS = {1003: "#868e96", 1004: "#495057", 2001: "#e03131", 2002: "#f08c00",
                 2003: "#9c36b5", 2004: "#1971c2", 2005: "#0c8599", 2006: "#c2255c"}
 WIDTH = 9.0  # inches at 100 dpi: fits a laptop screen next to nothing else
-
-
-def short(address: str | None, keep: int = 10) -> str:
-    """A long address cut for a chart label (the tables keep it whole).
-
-    Examples:
-        >>> short("bc1pqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq5x3k2")
-        'bc1pqqqqqq…5x3k2'
-        >>> short(None)
-        '(no sender)'
-    """
-    if address is None:
-        return "(no sender)"
-    return address if len(address) <= keep + 8 else f"{address[:keep]}…{address[-5:]}"
 
 
 def _png(fig: Figure) -> bytes:

@@ -39,6 +39,20 @@ ACCEPTED_CARD = ("valid", "superseded")
 IMPERSONATION = "identity_mismatch"
 
 
+def short(address: str | None, keep: int = 10) -> str:
+    """A long address cut for a chart label (the tables keep it whole).
+
+    Examples:
+        >>> short("bc1pqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq5x3k2")
+        'bc1pqqqqqq…5x3k2'
+        >>> short(None)
+        '(no sender)'
+    """
+    if address is None:
+        return "(no sender)"
+    return address if len(address) <= keep + 8 else f"{address[:keep]}…{address[-5:]}"
+
+
 @dataclass(frozen=True)
 class Window:
     """Inclusive UTC dates; ``None`` leaves that side open."""

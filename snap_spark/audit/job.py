@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from snap_spark import storage
 from snap_spark.audit.figures import Window
+from snap_spark.extras import require
 from snap_spark.runner import EXIT_ALERT, EXIT_OK, Job, UsageError, log
 from snap_spark.settings import SettingsError, VerifySettings
 
@@ -366,6 +367,7 @@ def _job() -> Job:
                                 + ")")
 
         def check(self, context: Context) -> None:
+            require("audit")
             args = context.args
             start = parse_date(args.start, "--from") if args.start else None
             end = parse_date(args.end, "--to") if args.end else None

@@ -30,6 +30,7 @@ import venv
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from snap_spark.cluster.common import CHECKOUT, PACKAGE_DIR, ClusterError
@@ -132,7 +133,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
     Example::
 
         wheel_requirements(Path("dist/snap_spark-0.1.0-py3-none-any.whl"))
-        # ['pyspark==4.0.1', 'delta-spark==4.0.1', ...]
+        # ['pyspark<5,>=4.0.0', 'delta-spark<5,>=4.0.0', ...]
     """
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -157,6 +158,24 @@ def requirement_name(requirement: str) -> str:
     """
     match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
     return re.sub(r"[-_.]+", "-", match.group(0) if match else requirement).lower()
+
+
+def as_installed_here(requirement: str) -> str:
+    """``requirement`` pinned to the version this Python has installed (``name==X``), so
+    that executors run what the driver runs; as given when it is not installed here.
+
+    Examples:
+        >>> from importlib.metadata import version
+        >>> as_installed_here("orjson>=3.10.0,<4") == "orjson==" + version("orjson")
+        True
+        >>> as_installed_here("no-such-project>=1")
+        'no-such-project>=1'
+    """
+    name = requirement_name(requirement)
+    try:
+        return f"{name}=={metadata.version(name)}"
+    except metadata.PackageNotFoundError:
+        return requirement
 
 
 @dataclass
@@ -188,8 +207,9 @@ def packed_env(out_dir: Path, source: Path = CHECKOUT, *, rebuild: bool = False)
     dependencies into a fresh virtualenv, and pack that with venv-pack into
     ``out_dir/snap-spark-env.tar.gz``. PySpark is left out (:data:`PROVIDED_BY_SPARK`:
     executors import Spark's own ``pyspark.zip``, and it would add ~460 MB);
-    delta-spark goes in without its dependencies. Pip resolves from its index (network,
-    or its cache). Reused while :func:`source_digest` is unchanged, unless ``rebuild``.
+    delta-spark goes in without its dependencies; every dependency at the version installed
+    here (:func:`as_installed_here`). Pip fetches them from its index (network, or its
+    cache). Reused while :func:`source_digest` is unchanged, unless ``rebuild``.
 
     The archive holds no interpreter: its ``bin/python`` links to the base Python this one
     was made from, which must exist at the same path on every executor (same OS, same
@@ -229,7 +249,7 @@ def packed_env(out_dir: Path, source: Path = CHECKOUT, *, rebuild: bool = False)
     pip = [str(env_python(prefix)), "-m", "pip", "install", "--quiet",
            "--disable-pip-version-check"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    requirements = wheel_requirements(wheel)
+    requirements = [as_installed_here(r) for r in wheel_requirements(wheel)]
     wanted = [r for r in requirements
               if requirement_name(r) not in (*PROVIDED_BY_SPARK, *WITHOUT_DEPS)]
     alone = [r for r in requirements if requirement_name(r) in WITHOUT_DEPS]

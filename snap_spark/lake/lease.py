@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from snap_spark import storage
+from snap_spark.extras import EXTRAS
 from snap_spark.lake.api import LakeError
 from snap_spark.processes import owner_alive, process_start
 
@@ -363,7 +364,7 @@ def _s3_put_if_absent(rest: str, data: bytes) -> bool:
         import boto3  # type: ignore[import-untyped]
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
     except ImportError:
-        raise LakeError("the commit lease on S3 needs boto3 (pip install boto3)") from None
+        raise LakeError(EXTRAS["s3"].message()) from None
     bucket, _, key = rest.partition("/")
     settings = storage.S3Settings.from_env()
     client = boto3.client("s3", endpoint_url=settings.endpoint,

@@ -52,6 +52,7 @@ import orjson
 import pyarrow as pa
 
 from snap_spark import storage
+from snap_spark.extras import require
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import MESSAGE_KIND, Keyring, check_stored_event, expiration_time
 from snap_spark.protocol.nostr import CARD_KIND, card_sort_key, check_card_event, check_event
@@ -837,6 +838,8 @@ def _job() -> Any:
             args = context.args
             if not (args.relay or args.input or args.well_known):
                 raise UsageError("give --relay URL, --input PATH or --well-known PATH")
+            if args.relay or args.keyring:  # archives alone are checked without nostr-sdk
+                require("nostr")
 
         def run(self, spark: SparkSession, context: Any) -> IngestResult:
             from snap_spark.nostr.stored import KeyringError

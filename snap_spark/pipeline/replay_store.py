@@ -55,6 +55,7 @@ from snap_spark.protocol.verdict import (
     took_part_in_replay,
     verdict_name,
 )
+from snap_spark.pyarrow_compat import sort_nulls_first
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -258,9 +259,8 @@ def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Ta
         "signature_detail": pa.nulls(n, pa.string()),
     }, schema=_FOLD_SCHEMA))
     # Spark's order (sortWithinPartitions): ascending, nulls first
-    rows_in = pa.concat_tables(parts).sort_by([
-        (name, "ascending", "at_start")
-        for name in ("sender", "msg_id", "received_at", "source_file", "line_no")])
+    rows_in = sort_nulls_first(pa.concat_tables(parts),
+                               ("sender", "msg_id", "received_at", "source_file", "line_no"))
     decided = pa.Table.from_batches(list(fold_with_lake(window, rows_in.to_batches())),
                                     schema=DECIDED_SCHEMA)
     return _decisions(decided)

@@ -62,6 +62,7 @@ import pyarrow as pa
 
 from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_step
 from snap_spark.protocol.verdict import VALID
+from snap_spark.pyarrow_compat import sort_nulls_first
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -576,8 +577,8 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
             if isinstance(ids, list):
                 kept = pc.and_(kept, pc.is_in(found["task_id"], pa.array(ids)))
             found = found.filter(kept).select(list(_REPORT_COLUMNS))
-            written = [row for batch in fold_files(found.sort_by([
-                (name, "ascending", "at_start") for name in _FOLD_ORDER]).to_batches())
+            written = [row for batch in fold_files(
+                sort_nulls_first(found, _FOLD_ORDER).to_batches())
                 for row in batch.to_pylist()]
         else:
             reports = _state_reports(lake.read(spark, msg_path, version))

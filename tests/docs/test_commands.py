@@ -33,8 +33,8 @@ NOT_RUNNABLE = re.compile(r"<!-- not runnable: (?P<reason>.+?) -->")
 SHELL_FENCE = re.compile(r"^```(bash|sh|shell|console)\s*$")
 
 #: What a workspace links from the checkout (everything `make` and the jobs read).
-LINKED = ("Makefile", "pyproject.toml", "jobs", "conf", "snap_spark", "native", "notebooks",
-          "bench", ".venv", "LICENSE", "README.md")
+LINKED = ("Makefile", "pyproject.toml", "uv.lock", "jobs", "conf", "snap_spark", "native",
+          "notebooks", "bench", ".venv", "LICENSE", "README.md")
 
 #: ``make run``'s sample in the docs test: 3,000 messages instead of 100,000 (the same
 #: Makefile variable a reader can set; the pages' commands do not name the sample's file).
@@ -132,8 +132,9 @@ def setup_is_current() -> str | None:
     stamp = venv / f".installed-{digest}"
     if not stamp.exists():
         return f"{stamp.name} is missing (pyproject.toml changed): run make setup first"
-    if stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
-        return "pyproject.toml is newer than the last make setup: run make setup first"
+    for name in ("pyproject.toml", "uv.lock"):
+        if stamp.stat().st_mtime < (ROOT / name).stat().st_mtime:
+            return f"{name} is newer than the last make setup: run make setup first"
     return None
 
 

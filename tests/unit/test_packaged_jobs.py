@@ -73,32 +73,3 @@ def test_the_checkout_shows_the_packaged_jobs_and_defaults() -> None:
         assert (ROOT / "conf" / name).resolve() == PACKAGE / "conf" / name
     assert session.DEFAULT_SPARK_CONF.is_file() and submit.LOG4J2_CONF.is_file()
     assert session.read_spark_conf()["spark.sql.session.timeZone"] == "UTC"
-
-
-@pytest.mark.slow
-def test_the_wheel_holds_the_jobs_the_defaults_and_the_licence(tmp_path: Path) -> None:
-    """Build the wheel as pip does (an isolated build with the setuptools pyproject.toml
-    asks for, fetched from the package index) from a copy of the sources, and look inside:
-    the jobs, the conf defaults, the licence; none of the checkout's own files."""
-    import shutil
-    import zipfile
-
-    source = tmp_path / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(PACKAGE, source / "snap_spark", symlinks=False,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                            "--wheel-dir", str(tmp_path / "dist"), str(source)],
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = (tmp_path / "dist").glob("snap_spark-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for name in jobs.names():
-        assert f"snap_spark/jobs/{name}.py" in names
-    assert {"snap_spark/jobs/__init__.py", "snap_spark/jobs/__main__.py",
-            "snap_spark/conf/spark-defaults.conf", "snap_spark/conf/log4j2.properties",
-            "snap_spark/py.typed"} <= names
-    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)[-8:]
-    assert not any(n.startswith(("jobs/", "conf/", "tests/", "native/")) for n in names)

@@ -1,0 +1,226 @@
+"""The wheel, installed as a Spark environment would install it: built from a copy of the
+sources, installed with only its base dependencies, each at the bottom of its range, into a
+fresh virtualenv outside the checkout; then ``snap-spark check`` and a ``spark-submit`` of
+the packaged batch job run there, from a folder outside the checkout, on a labelled sample.
+
+The checkout's ``.venv`` holds the top of the ranges (``uv.lock``); this file holds the
+bottom. The installed environment never sees the checkout: its ``PATH``, ``PYTHONPATH``,
+``SPARK_HOME`` and ``PYSPARK_PYTHON`` point into the virtualenv only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+
+import snap_spark
+from snap_spark import jobs
+from snap_spark.samples.messages import SampleConfig, generate
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(snap_spark.__file__).resolve().parent
+#: uv of the checkout's environment (the `dev` extra): it installs the wheel.
+UV = Path(sys.executable).parent / "uv"
+#: Environment variables of the checkout that must not reach the installed environment.
+CHECKOUT_VARIABLES = ("PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                      "VIRTUAL_ENV", "SNAP_SPARK_DELTA_JARS", "SNAP_SPARK_KAFKA_JARS",
+                      "SNAP_SPARK_CONFIG")
+
+
+def wheel_metadata(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return archive.read(name).decode()
+
+
+def base_requirements(metadata: str) -> list[Requirement]:
+    """The wheel's ``Requires-Dist`` entries that no extra adds."""
+    found = [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
+             if line.startswith("Requires-Dist:")]
+    return [r for r in found if r.marker is None or "extra" not in str(r.marker)]
+
+
+def bottom(requirement: Requirement) -> str:
+    """``name==X`` for a requirement ``name>=X,...``: the bottom of its range."""
+    lower = [s.version for s in requirement.specifier if s.operator == ">="]
+    assert len(lower) == 1, f"{requirement}: every base dependency needs one lower bound"
+    return f"{requirement.name}=={lower[0]}"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel as pip builds it (an isolated build with the setuptools pyproject.toml asks
+    for) from a copy of the sources: the package folder, pyproject, README and licence."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(PACKAGE, source / "snap_spark", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                            "--wheel-dir", str(tmp / "dist"), str(source)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (path,) = (tmp / "dist").glob("snap_spark-*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A fresh virtualenv holding the wheel and its base dependencies, each at the bottom
+    of its range (a constraints file), and the environment to run it with."""
+    tmp = tmp_path_factory.mktemp("installed")
+    constraints = tmp / "bottoms.txt"
+    bottoms = sorted(bottom(r) for r in base_requirements(wheel_metadata(wheel)))
+    constraints.write_text("\n".join(bottoms) + "\n")
+    prefix = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    done = subprocess.run([str(UV), "pip", "install", "--quiet", "--python",
+                           str(prefix / "bin" / "python"), "--constraint", str(constraints),
+                           str(wheel)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k not in CHECKOUT_VARIABLES}
+    env.update(PATH=f"{prefix / 'bin'}{os.pathsep}"
+                    + os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                      if not p.startswith(str(ROOT))),
+               PYSPARK_PYTHON=str(prefix / "bin" / "python"),
+               PYSPARK_DRIVER_PYTHON=str(prefix / "bin" / "python"),
+               SPARK_LOCAL_IP="127.0.0.1")
+    work = tmp / "work"  # every command runs here, outside the checkout
+    work.mkdir()
+    return {"prefix": prefix, "env": env, "work": work, "bottoms": bottoms}
+
+
+def run_in(installed: Mapping[str, Any], *command: str, timeout: float = 300
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(command), cwd=installed["work"], env=installed["env"],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """600 labelled lines with every attack kind (the generator's expected codes), whole
+    and split in two files of one folder (the second lands into a lake holding the first:
+    the replay store and the task catch-up then read what is there)."""
+    pairs = list(generate(SampleConfig(agents=6, messages=600, seed=5, attack_share=0.3)))
+    lines = [line for line, _ in pairs]
+    folder = tmp_path_factory.mktemp("sample")
+    path = folder / "traffic.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    parts = folder / "parts"
+    parts.mkdir()
+    (parts / "a.jsonl").write_bytes(b"\n".join(lines[:350]) + b"\n")
+    (parts / "b.jsonl").write_bytes(b"\n".join(lines[350:]) + b"\n")
+    return {"path": path, "parts": parts, "codes": [label.expected_code for _, label in pairs]}
+
+
+def test_the_wheel_holds_the_jobs_the_defaults_and_the_licence(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in jobs.names():
+        assert f"snap_spark/jobs/{name}.py" in names
+    assert {"snap_spark/jobs/__init__.py", "snap_spark/jobs/__main__.py",
+            "snap_spark/conf/spark-defaults.conf", "snap_spark/conf/log4j2.properties",
+            "snap_spark/py.typed"} <= names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)[-8:]
+    assert not any(n.startswith(("jobs/", "conf/", "tests/", "native/")) for n in names)
+
+
+def test_every_base_dependency_is_a_range_and_the_optional_parts_are_extras(
+        wheel: Path) -> None:
+    metadata = wheel_metadata(wheel)
+    base = {r.name: r for r in base_requirements(metadata)}
+    assert {"pyspark", "delta-spark", "deltalake", "pyarrow", "coincurve"} <= set(base)
+    assert not {"nostr-sdk", "matplotlib", "boto3", "jupyterlab", "pytest"} & set(base)
+    for requirement in base.values():
+        assert not any(s.operator == "==" for s in requirement.specifier), requirement
+    extras = {line.split(":", 1)[1].strip() for line in metadata.splitlines()
+              if line.startswith("Provides-Extra:")}
+    assert {"nostr", "audit", "s3", "notebook", "dev"} <= extras
+
+
+def test_the_environment_holds_the_bottom_of_every_range_and_no_extra(
+        installed: dict[str, Any]) -> None:
+    probe = ("import json, importlib.metadata as m, importlib.util as u\n"
+             "names = [l.split('==')[0] for l in open('bottoms.txt').read().split()]\n"
+             "print(json.dumps({'versions': {n: m.version(n) for n in names}, 'absent': "
+             "[x for x in ('nostr_sdk', 'matplotlib', 'boto3') if u.find_spec(x) is None],"
+             " 'package': __import__('snap_spark').__file__}))")
+    shutil.copy(installed["prefix"].parent / "bottoms.txt", installed["work"] / "bottoms.txt")
+    done = run_in(installed, "python", "-I", "-c", probe)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert [f"{n}=={v}" for n, v in sorted(found["versions"].items())] == sorted(
+        installed["bottoms"], key=lambda b: b.split("==")[0])
+    assert "pyspark==4.0.0" in installed["bottoms"]  # the other end of the lock's Spark line
+    assert found["absent"] == ["nostr_sdk", "matplotlib", "boto3"]
+    assert Path(found["package"]).is_relative_to(installed["prefix"])
+
+
+def test_snap_spark_check_runs_from_the_installed_package(
+        installed: dict[str, Any], sample: dict[str, Any]) -> None:
+    done = run_in(installed, "snap-spark", "check", str(sample["path"]))
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["line_no"] for r in rows] == list(range(1, len(sample["codes"]) + 1))
+    assert [r["error_code"] for r in rows] == sample["codes"]
+
+
+def test_spark_submit_runs_the_packaged_batch_job(
+        installed: dict[str, Any], sample: dict[str, Any]) -> None:
+    """Two runs: the first file into an empty lake, then its folder (the second file is
+    new); every line's code is the generator's label."""
+    where = run_in(installed, "python", "-m", "snap_spark.jobs", "path", "verify_messages")
+    assert where.returncode == 0, where.stderr
+    script = Path(where.stdout.strip())
+    assert script.is_relative_to(installed["prefix"]) and script.is_file()
+    lake = installed["work"] / "lake"
+    log4j = script.parent.parent / "conf" / "log4j2.properties"  # the packaged defaults
+    for source in (sample["parts"] / "a.jsonl", sample["parts"]):
+        done = run_in(installed, "spark-submit", "--master", "local[2]",
+                      "--driver-java-options", f"-Dlog4j2.configurationFile={log4j}",
+                      "--conf", "spark.ui.showConsoleProgress=false",
+                      "--conf", "spark.ui.enabled=false",
+                      "--conf", "spark.sql.shuffle.partitions=2",
+                      "--conf", "spark.snap.lake.backend=delta-rs", str(script),
+                      "--input", str(source), "--lake", str(lake), timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "lines read: 250 " in done.stdout, done.stdout
+    split = 350  # lines of a.jsonl; b.jsonl goes on from there
+    messages = sorted(delta_rows(lake / "messages"),
+                      key=lambda r: (r["source_file"].endswith("b.jsonl"), r["line_no"]))
+    assert [m["line_no"] + (split if m["source_file"].endswith("b.jsonl") else 0)
+            for m in messages] == list(range(1, len(sample["codes"]) + 1))
+    assert [m["error_code"] for m in messages] == sample["codes"]
+    assert len(delta_rows(lake / "raw_messages")) == len(sample["codes"])
+    assert delta_rows(lake / "tasks"), "the task tables were refreshed"
+
+
+@pytest.mark.parametrize(("command", "extra"), [
+    (("snap-spark", "relay", "--port", "0"), "nostr"),
+    (("snap-spark", "publish", "--relay", "ws://127.0.0.1:9", "events.jsonl"), "nostr"),
+    (("JOB:audit", "--lake", ".", "--out", "report"), "audit"),
+    (("JOB:ingest_nostr", "--relay", "ws://127.0.0.1:9", "--lake", "lake"), "nostr"),
+], ids=["relay", "publish", "audit", "ingest_nostr"])
+def test_a_command_that_needs_an_extra_names_it_and_starts_nothing(
+        installed: dict[str, Any], command: tuple[str, ...], extra: str) -> None:
+    if command[0].startswith("JOB:"):  # the job's own entry point: it stops before Spark
+        where = run_in(installed, "python", "-m", "snap_spark.jobs", "path", command[0][4:])
+        command = ("python", where.stdout.strip(), *command[1:])
+    done = run_in(installed, *command, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
+    assert f"pip install 'snap-spark[{extra}]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (installed["work"] / "report").exists()
