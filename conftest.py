@@ -2,8 +2,10 @@
 
 The local SparkSession lives here, at the root, so both can use it. A docstring example
 that names ``spark`` gets that session in its namespace and the ``spark`` marker, as does
-every test that uses the fixture (so ``make test-fast``, ``-m "not slow and not spark"``,
-starts no JVM); an example that does not name it never starts Spark. Every docstring
+every test that uses the fixture; tests that use a relay, a Kafka broker, an S3 server or
+Chromium get a marker of each (:data:`FIXTURE_MARKERS`), so ``make test-fast``, which
+leaves them out, starts no JVM and no other process of that kind; an example that does not
+name ``spark`` never starts Spark. Every docstring
 example also gets ``tmp``, a fresh empty folder (a :class:`~pathlib.Path`) for the files
 and lakes it writes, and pytest's ``getfixture`` (``getfixture("monkeypatch")``).
 """
@@ -42,12 +44,28 @@ def uses_spark(item: pytest.Item) -> bool:
     return bool(cached)
 
 
+#: The marker a test gets from a fixture it uses, directly or through another fixture: each
+#: fixture starts something besides the test's own process. ``make test-fast`` leaves out
+#: every test with one of these markers (and those marked ``slow``).
+FIXTURE_MARKERS = {
+    "spark": "spark",  # the run's SparkSession: a JVM (below)
+    "relay": "relay",  # a `snap-spark relay` process (tests/nostr/conftest.py)
+    "kafka_broker": "kafka",  # a Kafka broker JVM (tests/stream/conftest.py)
+    "s3": "s3",  # moto's S3 server process (tests/storage/conftest.py)
+    "chromium": "browser",  # headless Chromium (tests/operate/test_audit.py)
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark as Spark tests (``-m spark``) the docstring examples that use ``spark`` and
-    the tests that ask for the ``spark`` fixture (directly or through another fixture),
-    whether or not they say so themselves."""
+    """Give each test the markers of :data:`FIXTURE_MARKERS` for the fixtures it uses,
+    whether or not it says so itself; a docstring example that uses ``spark`` is a Spark
+    test too (``-m spark``)."""
     for item in items:
-        if uses_spark(item) or "spark" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in fixtures:
+                item.add_marker(marker)
+        if uses_spark(item):
             item.add_marker(pytest.mark.spark)
 
 

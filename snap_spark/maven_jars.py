@@ -170,6 +170,9 @@ class JarSet:
     #: as Spark does by default: a local Maven repository holding a dependency's POM but
     #: not its JAR (left by Maven's own resolution) makes Spark's resolver fail.
     remote_only: bool = False
+    #: Artifacts chosen when the coordinates are asked for (they may depend on installed
+    #: packages), in place of :attr:`artifacts`, which then only name the cache's files.
+    artifacts_now: Callable[[], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         group, artifact = self.artifacts[0].split(":")[:2]
@@ -185,7 +188,7 @@ class JarSet:
         at = version or self.versions()
         return tuple(
             artifact if artifact.count(":") >= 2 else f"{artifact}:{at}"
-            for artifact in self.artifacts
+            for artifact in (self.artifacts_now() if self.artifacts_now else self.artifacts)
         )
 
     def coordinate(self, version: str | None = None) -> str:
@@ -226,11 +229,34 @@ def package_version(distribution: str) -> Callable[[], str]:
     return version
 
 
+def delta_artifact(delta_version: str, spark_version: str) -> str:
+    """Delta's Maven artifact for a delta-spark release on a PySpark release, as
+    delta-spark's own ``configure_spark_with_delta_pip`` names it: from Delta 4.1 on, one
+    build per Spark line (``delta-spark_<spark major.minor>_2.13``); before, one name.
+
+    The plain name still resolves for newer releases, but to the build for the newest Spark
+    line that Delta release supports: Delta 4.4.0 on PySpark 4.1 then fails its first write
+    with ``NoSuchMethodError``.
+
+    Examples:
+        >>> delta_artifact("4.0.1", "4.0.1")
+        'io.delta:delta-spark_2.13'
+        >>> delta_artifact("4.4.0", "4.2.0")
+        'io.delta:delta-spark_4.2_2.13'
+    """
+    if tuple(int(part) for part in delta_version.split(".")[:2]) < (4, 1):
+        return f"io.delta:delta-spark_{SCALA_BINARY_VERSION}"
+    spark_line = ".".join(spark_version.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_line}_{SCALA_BINARY_VERSION}"
+
+
 #: Delta Lake's JARs (``$SNAP_SPARK_DELTA_JARS``, else ``.venv/delta-jars``).
 DELTA = JarSet(
     name="delta",
     label="Delta JARs",
     artifacts=(f"io.delta:delta-spark_{SCALA_BINARY_VERSION}",),
+    artifacts_now=lambda: (delta_artifact(metadata.version("delta-spark"),
+                                          metadata.version("pyspark")),),
     versions=package_version("delta-spark"),
     consequence="runs use the delta-rs backend and the delta-spark tests fail",
     error=DeltaJarsError,

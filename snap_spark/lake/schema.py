@@ -7,9 +7,11 @@ feature (``timestamp_ntz``, ``variant``), so they stay at reader/writer protocol
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -175,9 +177,20 @@ def to_arrow(schema: StructType) -> pa.Schema:
     return to_arrow_schema(
         nullable_schema(schema),
         error_on_duplicated_field_names_in_struct=True,
-        timestamp_utc=True,
         prefers_large_types=False,
+        **_utc_timestamps(),
     )
+
+
+@functools.cache
+def _utc_timestamps() -> dict[str, Any]:
+    """``to_arrow_schema``'s argument for UTC timestamps: PySpark 4.2 names the zone
+    (``timezone=``), 4.0 and 4.1 take ``timestamp_utc=True``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return {"timezone": "UTC"}
+    return {"timestamp_utc": True}
 
 
 def from_delta_json(schema_json: str) -> StructType:

@@ -393,16 +393,18 @@ SECTIONS = ("overview", "verdicts", "senders", "signatures", "tasks", "agents", 
 CHARTED = {"verdicts", "senders", "signatures", "tasks", "agents"}
 
 
+@pytest.fixture(scope="session")
 def chromium() -> str:
+    """The headless Chromium to take screenshots with (its marker: ``browser``)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     assert found, "headless Chromium is missing: `make test` installs Debian's chromium"
     return found
 
 
-def screenshot(html: Path, png: Path, height: int = 2600) -> Any:
+def screenshot(chromium: str, html: Path, png: Path, height: int = 2600) -> Any:
     from PIL import Image
 
-    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
                     "--disable-background-networking", "--hide-scrollbars",
                     f"--window-size=1100,{height}", f"--screenshot={png}", html.as_uri()],
                    check=True, capture_output=True, timeout=120)
@@ -421,7 +423,7 @@ def ink(image: Any) -> tuple[float, float]:
 BOX = 1300  # px: each section's box in the stacked page below
 
 
-def section_inks(report: Path, work: Path) -> dict[str, tuple[float, float]]:
+def section_inks(chromium: str, report: Path, work: Path) -> dict[str, tuple[float, float]]:
     """The report rendered by Chromium with every section in a box of its own height
     (:data:`BOX`, overflow hidden, stacked without gaps, one added style rule), in one
     screenshot; the ink of each section's crop."""
@@ -431,7 +433,7 @@ def section_inks(report: Path, work: Path) -> dict[str, tuple[float, float]]:
              f"section {{ height: {BOX}px; margin: 0; box-sizing: border-box; "
              "overflow: hidden }</style>")
     stacked.write_text(html.replace("</head>", style + "</head>"))
-    shot = screenshot(stacked, work / "stacked.png", height=BOX * len(SECTIONS))
+    shot = screenshot(chromium, stacked, work / "stacked.png", height=BOX * len(SECTIONS))
     found = re.findall(r'<section id="([a-z]+)">', html)
     assert found == list(SECTIONS), found
     return {name: ink(shot.crop((0, i * BOX, shot.width, (i + 1) * BOX)))
@@ -447,15 +449,15 @@ def assert_readable(inks: dict[str, tuple[float, float]]) -> None:
 
 @pytest.mark.slow
 def test_report_renders_in_chromium_with_every_section_and_chart(
-        audited: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
+        audited: tuple[dict[str, Any], Path], tmp_path: Path, chromium: str) -> None:
     _, out = audited
     report = out / "report.html"
     html = report.read_text()
     assert "<link" not in html and "<script" not in html and 'src="http' not in html
     assert html.count('src="data:image/png;base64,') == 6
-    whole = screenshot(report, tmp_path / "whole.png", height=3000)
+    whole = screenshot(chromium, report, tmp_path / "whole.png", height=3000)
     assert whole.size == (1100, 3000)
-    inks = section_inks(report, tmp_path)
+    inks = section_inks(chromium, report, tmp_path)
     assert_readable(inks)
     # the check fails when a chart goes missing or a section is empty
     start = html.index('<section id="tasks">')
@@ -464,7 +466,7 @@ def test_report_renders_in_chromium_with_every_section_and_chart(
     broken.mkdir()
     (broken / "report.html").write_text(html[:img] + html[html.index(">", img) + 1:])
     with pytest.raises(AssertionError, match="section tasks shows no chart"):
-        assert_readable(section_inks(broken / "report.html", broken))
+        assert_readable(section_inks(chromium, broken / "report.html", broken))
 
 
 @pytest.mark.slow

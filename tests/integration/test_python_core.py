@@ -1,0 +1,43 @@
+"""The checking and job-exactness tests once more on the Python core (the reference, and
+the fallback where the native core is not built), as one item of the suite: a pytest run of
+:data:`PYTHON_CORE_TESTS` with ``SNAP_SPARK_NATIVE=0``, which reaches Spark's Python
+workers too (``tests/pipeline/test_transforms.py`` checks that they used the Python core).
+
+Being one item of ``make test``, it runs on one worker while the other goes on with the
+rest of the suite. ``make test-python-core`` runs this file alone."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The tests of the verdicts: the checks, the spec's vectors, the properties, the CLI, the
+#: pipeline's steps and the batch job end to end.
+PYTHON_CORE_TESTS = ("tests/unit/test_validate.py", "tests/unit/test_spec_vectors.py",
+                     "tests/unit/test_properties.py", "tests/unit/test_cli.py",
+                     "tests/pipeline", "tests/integration/test_verify_job.py")
+#: The fewest tests the lane holds (203 on 2026-11-25): a collection that lost files fails.
+FEWEST = 200
+
+
+def test_the_checking_and_exactness_tests_pass_on_the_python_core(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "SNAP_SPARK_NATIVE"))}
+    env["SNAP_SPARK_NATIVE"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "--basetemp", str(tmp_path / "run"), *PYTHON_CORE_TESTS],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", summary)
+    assert passed and int(passed.group(1)) >= FEWEST, summary
+    assert not re.search(r"\d+ (failed|error|skipped)", summary), summary
