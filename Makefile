@@ -73,7 +73,7 @@ $(STAMP): pyproject.toml uv.lock
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "setup: Spark needs Java 17, but 'java' is not on PATH (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"; exit 1; }
-	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "setup: Spark 4.0 needs Java 17 or 21; found: $$(java -version 2>&1 | head -1)"; exit 1; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "setup: Spark 4 needs Java 17 or 21; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
 # Headless Chromium for the audit report's screenshot test (tests/operate/test_audit.py):
 # Debian's package, installed when absent (as root, or through sudo).

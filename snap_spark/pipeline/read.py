@@ -309,10 +309,11 @@ def read_lines(
         >>> _ = (tmp / "b.jsonl.gz").write_bytes(cut_short)
         >>> df = read_lines(spark, [str(tmp)])  # a folder: its input files
         >>> for row in df.orderBy("source_file", "line_no").collect():
-        ...     print(row.source_file.rsplit("/", 1)[1], row.line_no, row.raw, row.read_error)
-        a.jsonl 1 bytearray(b'{"id": 1}') None
-        a.jsonl 2 bytearray(b'not json') None
-        b.jsonl.gz 1 bytearray(b'{"id": 3}') None
+        ...     raw = None if row.raw is None else bytes(row.raw)  # bytearray before 4.2
+        ...     print(row.source_file.rsplit("/", 1)[1], row.line_no, raw, row.read_error)
+        a.jsonl 1 b'{"id": 1}' None
+        a.jsonl 2 b'not json' None
+        b.jsonl.gz 1 b'{"id": 3}' None
         b.jsonl.gz 2 None corrupt or truncated gzip file ...
     """
     if batch_rows < 1:

@@ -83,7 +83,8 @@ nothing here uses it.
 
 Spark settings: the RocksDB state store provider (``transformWithStateInPandas`` needs it:
 without it, ``STATE_STORE_MULTIPLE_COLUMN_FAMILIES``), set by :func:`configure_state_store`
-before the query starts; ``protobuf>=5.28.3,<6`` installed in the Python workers.
+before the query starts; protobuf installed in the Python workers (5 for PySpark 4.0 and
+4.1, at least 6.33.5 for 4.2).
 
 Example (with a SparkSession ``spark`` and a candidates stream)::
 
@@ -552,10 +553,15 @@ def _write_bucket(folder: str, frames: list[pd.DataFrame]) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from snap_spark.pipeline.land import write_candidates
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA, write_candidates
 
+    # Each frame to the candidates' types: a frame's column of integers that holds a null
+    # comes as float64 (PySpark 4.2 gives a key's rows in several frames, typed apart).
+    schema = pa.schema([CANDIDATE_SCHEMA.field("code" if c == "auth_code" else c).with_name(c)
+                        for c in CANDIDATE_COLUMNS])
     table = pa.concat_tables(
-        pa.Table.from_pandas(frame[list(CANDIDATE_COLUMNS)], preserve_index=False)
+        pa.Table.from_pandas(frame[list(CANDIDATE_COLUMNS)], schema=schema,
+                             preserve_index=False)
         for frame in frames).rename_columns(
             ["code" if c == "auth_code" else c for c in CANDIDATE_COLUMNS])
     return {"kind": "span", "received_at": pc.min(table.column("received_at")).as_py(),

@@ -88,9 +88,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     constraints.write_text("\n".join(bottoms) + "\n")
     prefix = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
-    done = subprocess.run([str(UV), "pip", "install", "--quiet", "--python",
+    # --no-config: not the checkout's [tool.uv] (its lock's constraints), only the bottoms
+    done = subprocess.run([str(UV), "pip", "install", "--quiet", "--no-config", "--python",
                            str(prefix / "bin" / "python"), "--constraint", str(constraints),
-                           str(wheel)], capture_output=True, text=True, timeout=900)
+                           str(wheel)], cwd=tmp, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if k not in CHECKOUT_VARIABLES}
     env.update(PATH=f"{prefix / 'bin'}{os.pathsep}"

@@ -582,3 +582,27 @@ def test_bucket_ids_must_be_distinct_and_not_negative(spark: Any) -> None:
     for wrong in (0, [], [1, 1], [-2, 3]):
         with pytest.raises(ValueError, match="buckets"):
             replay_verdicts(frame, WINDOW, 10.0, buckets=wrong)
+
+
+def test_a_bucket_s_frames_typed_apart_land_in_the_candidates_types(tmp_path: Path) -> None:
+    """PySpark 4.2 hands a processor one key group's rows in several frames; a frame whose
+    integer column holds a null comes as float64. The bucket file still has the candidates'
+    types, and every value comes through."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+    from snap_spark.stream.replay_state import _write_bucket
+
+    floats = pd.DataFrame({"sender": ["s"], "msg_id": ["m1"], "received_at": [1.0],
+                           "auth_code": [np.nan], "source_file": ["a.jsonl"],
+                           "line_no": [3.0], "file_key": ["k"], "task_id": [None]})
+    ints = pd.DataFrame({"sender": ["s"], "msg_id": ["m2"], "received_at": [2.0],
+                         "auth_code": [2001], "source_file": ["a.jsonl"],
+                         "line_no": [np.int64(4)], "file_key": ["k"], "task_id": ["t"]})
+    span = _write_bucket(str(tmp_path), [floats, ints])
+    table = pq.read_table(span["info"])
+    assert table.schema.equals(CANDIDATE_SCHEMA, check_metadata=False)
+    assert [(r["msg_id"], r["code"], r["line_no"]) for r in table.to_pylist()] == [
+        ("m1", None, 3), ("m2", 2001, 4)]
+    assert span["lines"] == 2 and span["received_at"] == 1.0
