@@ -93,7 +93,8 @@ chromium:
 TEST_WORKERS ?= 2
 test: setup kafka-broker chromium
 	JAVA_TOOL_OPTIONS='-XX:TieredStopAtLevel=1' $(PY) -m pytest -q -p no:cacheprovider \
-		--durations=25 -n $(TEST_WORKERS) --dist loadfile
+		--durations=25 -n $(TEST_WORKERS) --dist loadfile --ignore=$(PYTHON_CORE_LANE)
+	@$(MAKE) --no-print-directory test-python-core
 
 # The fast lane while working: every test that starts no other process (no SparkSession,
 # relay, Kafka broker, S3 server or browser: markers given from the fixtures a test uses,
@@ -106,9 +107,12 @@ test-fast: setup
 
 # The checking and job-exactness tests once more on the Python core (the reference and the
 # fallback where the native core is not built), SNAP_SPARK_NATIVE=0 reaching Spark's
-# workers: one item of `make test` (tests/integration/test_python_core.py), alone here.
+# workers: a pytest run of the paths tests/integration/test_python_core.py names. `make
+# test` runs it after the parallel suite: as a third process beside two busy workers it
+# slowed the whole suite (20:59 against 17:13, 2026-11-25).
+PYTHON_CORE_LANE := tests/integration/test_python_core.py
 test-python-core: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/integration/test_python_core.py
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_LANE)
 
 $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))

@@ -3,8 +3,8 @@ the fallback where the native core is not built), as one item of the suite: a py
 :data:`PYTHON_CORE_TESTS` with ``SNAP_SPARK_NATIVE=0``, which reaches Spark's Python
 workers too (``tests/pipeline/test_transforms.py`` checks that they used the Python core).
 
-Being one item of ``make test``, it runs on one worker while the other goes on with the
-rest of the suite. ``make test-python-core`` runs this file alone."""
+``make test`` runs it after its parallel part (``make test-python-core``): inside it, as a
+third process beside two busy workers, it slowed the whole suite."""
 
 from __future__ import annotations
 
