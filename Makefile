@@ -108,8 +108,9 @@ test-fast: setup
 # The checking and job-exactness tests once more on the Python core (the reference and the
 # fallback where the native core is not built), SNAP_SPARK_NATIVE=0 reaching Spark's
 # workers: a pytest run of the paths tests/integration/test_python_core.py names. `make
-# test` runs it after the parallel suite: as a third process beside two busy workers it
-# slowed the whole suite (20:59 against 17:13, 2026-11-25).
+# test` runs it after the parallel suite: inside it, as a third process beside the two
+# workers, the whole took as long (20:59 against 19:07 + 1:50 in fresh-clone runs of the
+# same day), and its output reads more plainly after.
 PYTHON_CORE_LANE := tests/integration/test_python_core.py
 test-python-core: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_LANE)

@@ -4,7 +4,7 @@ the fallback where the native core is not built), as one item of the suite: a py
 workers too (``tests/pipeline/test_transforms.py`` checks that they used the Python core).
 
 ``make test`` runs it after its parallel part (``make test-python-core``): inside it, as a
-third process beside two busy workers, it slowed the whole suite."""
+third process beside the two workers, the whole took as long."""
 
 from __future__ import annotations
 
