@@ -127,19 +127,23 @@ def source_digest(root: Path = CHECKOUT) -> str:
     return digest.hexdigest()
 
 
+def wheel_metadata(wheel: Path) -> str:
+    """The text of a wheel's ``.dist-info/METADATA``."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(name).decode()
+
+
 def wheel_requirements(wheel: Path) -> list[str]:
     """The ``Requires-Dist`` entries of a wheel, extras left out.
 
     Example::
 
         wheel_requirements(Path("dist/snap_spark-0.1.0-py3-none-any.whl"))
-        # ['pyspark<5,>=4.0.0', 'delta-spark<5,>=4.0.0', ...]
+        # ['pyspark<4.3,>=4.0.0', 'delta-spark<5,>=4.0.0', ...]
     """
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = archive.read(name).decode()
     requirements = []
-    for line in metadata.splitlines():
+    for line in wheel_metadata(wheel).splitlines():
         if line.startswith("Requires-Dist:"):
             requirement = line.split(":", 1)[1].strip()
             if "extra ==" not in requirement:

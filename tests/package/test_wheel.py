@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 
 import snap_spark
 from snap_spark import jobs
+from snap_spark.cluster.shipping import wheel_metadata, wheel_requirements
 from snap_spark.samples.messages import SampleConfig, generate
 from tests.lake.helpers import delta_rows
 
@@ -39,17 +40,9 @@ CHECKOUT_VARIABLES = ("PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRI
                       "SNAP_SPARK_CONFIG")
 
 
-def wheel_metadata(wheel: Path) -> str:
-    with zipfile.ZipFile(wheel) as archive:
-        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        return archive.read(name).decode()
-
-
-def base_requirements(metadata: str) -> list[Requirement]:
+def base_requirements(wheel: Path) -> list[Requirement]:
     """The wheel's ``Requires-Dist`` entries that no extra adds."""
-    found = [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
-             if line.startswith("Requires-Dist:")]
-    return [r for r in found if r.marker is None or "extra" not in str(r.marker)]
+    return [Requirement(r) for r in wheel_requirements(wheel)]
 
 
 def bottom(requirement: Requirement) -> str:
@@ -84,7 +77,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     of its range (a constraints file), and the environment to run it with."""
     tmp = tmp_path_factory.mktemp("installed")
     constraints = tmp / "bottoms.txt"
-    bottoms = sorted(bottom(r) for r in base_requirements(wheel_metadata(wheel)))
+    bottoms = sorted(bottom(r) for r in base_requirements(wheel))
     constraints.write_text("\n".join(bottoms) + "\n")
     prefix = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
@@ -142,7 +135,7 @@ def test_the_wheel_holds_the_jobs_the_defaults_and_the_licence(wheel: Path) -> N
 def test_every_base_dependency_is_a_range_and_the_optional_parts_are_extras(
         wheel: Path) -> None:
     metadata = wheel_metadata(wheel)
-    base = {r.name: r for r in base_requirements(metadata)}
+    base = {r.name: r for r in base_requirements(wheel)}
     assert {"pyspark", "delta-spark", "deltalake", "pyarrow", "coincurve"} <= set(base)
     assert not {"nostr-sdk", "matplotlib", "boto3", "jupyterlab", "pytest"} & set(base)
     for requirement in base.values():
