@@ -12,15 +12,17 @@
 pub mod check;
 pub mod jcs;
 pub mod json;
+pub mod tasks;
 pub mod text;
 
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+                           TimestampMicrosecondBuilder};
 use arrow_array::ffi::{from_ffi, to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::{make_array, Array, ArrayRef, BinaryArray, LargeBinaryArray, LargeStringArray,
-                  StringArray, StructArray};
+use arrow_array::{make_array, Array, ArrayRef, BinaryArray, Float64Array, Int64Array, LargeBinaryArray,
+                  LargeStringArray, StringArray, StructArray};
 use arrow_schema::{DataType, Field};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -250,9 +252,154 @@ fn check_batch<'py>(
     Ok((schema, array, deferred))
 }
 
+fn strings_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<StringArray> {
+    let array = import_array(obj)?;
+    array.as_any().downcast_ref::<StringArray>().cloned()
+        .ok_or_else(|| PyTypeError::new_err(format!("{name} must be a string array, not {}", array.data_type())))
+}
+
+/// The latest second a `datetime` holds (9999-12-31 23:59:59): later, or before the epoch,
+/// a task table's time column is null (`snap_spark.pipeline.tasks._ts`).
+const MAX_SECONDS: i64 = 253_402_300_799;
+
+fn micros(seconds: Option<i64>) -> Option<i64> {
+    seconds.filter(|s| (0..=MAX_SECONDS).contains(s)).map(|s| s * 1_000_000)
+}
+
+fn struct_of(columns: Vec<(&str, ArrayRef)>) -> StructArray {
+    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns
+        .into_iter()
+        .map(|(name, array)| (Field::new(name, array.data_type().clone(), true), array))
+        .unzip();
+    StructArray::new(fields.into(), arrays, None)
+}
+
+fn export<'py>(py: Python<'py>, array: StructArray) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+    let (array, schema) = to_ffi(&array.into_data())
+        .map_err(|e| PyValueError::new_err(format!("cannot export an Arrow array: {e}")))?;
+    Ok((PyCapsule::new_with_value(py, schema, SCHEMA_NAME)?,
+        PyCapsule::new_with_value(py, array, ARRAY_NAME)?))
+}
+
+fn event_columns<'a>(events: &[tasks::EventRow<'a>]) -> StructArray {
+    let strings = |get: &dyn Fn(&tasks::EventRow<'a>) -> Option<&'a str>| -> ArrayRef {
+        Arc::new(events.iter().map(get).collect::<StringArray>())
+    };
+    let flags = |get: &dyn Fn(&tasks::EventRow<'a>) -> bool| -> ArrayRef {
+        let mut b = BooleanBuilder::with_capacity(events.len());
+        events.iter().for_each(|e| b.append_value(get(e)));
+        Arc::new(b.finish())
+    };
+    let mut time = TimestampMicrosecondBuilder::with_capacity(events.len()).with_timezone("UTC");
+    events.iter().for_each(|e| time.append_option(micros(Some(e.timestamp))));
+    struct_of(vec![
+        ("task_id", strings(&|e| Some(e.task_id))),
+        ("seq", Arc::new(events.iter().map(|e| e.seq).collect::<Int64Array>())),
+        ("context_id", strings(&|e| e.context_id)),
+        ("previous_state", strings(&|e| e.previous_state)),
+        ("new_state", strings(&|e| Some(e.new_state))),
+        ("legal", flags(&|e| e.legal)),
+        ("applied", flags(&|e| e.applied)),
+        ("anomaly", strings(&|e| e.anomaly)),
+        ("by_owner", flags(&|e| e.by_owner)),
+        ("message_id", strings(&|e| Some(e.message_id))),
+        ("sender", strings(&|e| Some(e.sender))),
+        ("timestamp", Arc::new(events.iter().map(|e| e.timestamp).collect::<Int64Array>())),
+        ("event_time", Arc::new(time.finish())),
+        ("received_at", Arc::new(events.iter().map(|e| e.received_at).collect::<Float64Array>())),
+    ])
+}
+
+fn task_columns<'a>(rows: &[tasks::TaskRow<'a>]) -> StructArray {
+    let strings = |get: &dyn Fn(&tasks::TaskRow<'a>) -> Option<&'a str>| -> ArrayRef {
+        Arc::new(rows.iter().map(get).collect::<StringArray>())
+    };
+    let counts = |get: &dyn Fn(&tasks::TaskRow<'a>) -> i64| -> ArrayRef {
+        Arc::new(rows.iter().map(get).collect::<Int64Array>())
+    };
+    let mut time = TimestampMicrosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
+    rows.iter().for_each(|t| time.append_option(micros(t.state_timestamp)));
+    struct_of(vec![
+        ("task_id", strings(&|t| Some(t.task_id))),
+        ("context_id", strings(&|t| t.context_id)),
+        ("owner", strings(&|t| t.owner)),
+        ("state", strings(&|t| t.state)),
+        ("state_timestamp", Arc::new(rows.iter().map(|t| t.state_timestamp).collect::<Int64Array>())),
+        ("state_time", Arc::new(time.finish())),
+        ("last_message_id", strings(&|t| t.last_message_id)),
+        ("reports", counts(&|t| t.reports)),
+        ("transitions", counts(&|t| t.transitions)),
+        ("illegal_transitions", counts(&|t| t.illegal_transitions)),
+        ("foreign_reports", counts(&|t| t.foreign_reports)),
+    ])
+}
+
+type Capsules<'py> = (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>);
+
+/// fold_tasks(task_id, context_id, task_state, sender, msg_id, timestamp, received_at)
+///
+/// Fold the state reports given as Arrow arrays (strings, int64 timestamps, float64
+/// receipt times), grouped by task, into the rows of `task_events` and `tasks`: two
+/// `(schema_capsule, array_capsule)` pairs of struct arrays. `None` when the Python fold
+/// must take them (a state outside the six, a null where a report needs a value, a NaN
+/// receipt time, a task whose rows are not next to each other).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn fold_tasks<'py>(
+    py: Python<'py>,
+    task_id: &Bound<'py, PyAny>,
+    context_id: &Bound<'py, PyAny>,
+    task_state: &Bound<'py, PyAny>,
+    sender: &Bound<'py, PyAny>,
+    msg_id: &Bound<'py, PyAny>,
+    timestamp: &Bound<'py, PyAny>,
+    received_at: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Capsules<'py>, Capsules<'py>)>> {
+    let (task_id, context_id, task_state) = (strings_of(task_id, "task_id")?,
+                                             strings_of(context_id, "context_id")?,
+                                             strings_of(task_state, "task_state")?);
+    let (sender, msg_id) = (strings_of(sender, "sender")?, strings_of(msg_id, "msg_id")?);
+    let timestamp = import_array(timestamp)?;
+    let timestamp = timestamp.as_any().downcast_ref::<Int64Array>().cloned()
+        .ok_or_else(|| PyTypeError::new_err("timestamp must be an int64 array"))?;
+    let received_at = import_array(received_at)?;
+    let received_at = received_at.as_any().downcast_ref::<Float64Array>().cloned()
+        .ok_or_else(|| PyTypeError::new_err("received_at must be a float64 array"))?;
+    let n = task_id.len();
+    if [context_id.len(), task_state.len(), sender.len(), msg_id.len(), timestamp.len(),
+        received_at.len()].iter().any(|&len| len != n) {
+        return Err(PyValueError::new_err("the report columns differ in length"));
+    }
+    let folded = py.detach(|| {
+        let mut reports = Vec::with_capacity(n);
+        for i in 0..n {
+            if task_id.is_null(i) || task_state.is_null(i) || sender.is_null(i) || msg_id.is_null(i)
+                || timestamp.is_null(i) {
+                return None;
+            }
+            reports.push(tasks::Report {
+                task_id: task_id.value(i),
+                context_id: (!context_id.is_null(i)).then(|| context_id.value(i)),
+                state: task_state.value(i),
+                sender: sender.value(i),
+                msg_id: msg_id.value(i),
+                timestamp: timestamp.value(i),
+                received_at: (!received_at.is_null(i)).then(|| received_at.value(i)),
+            });
+        }
+        let (events, rows) = tasks::fold(&reports)?;
+        Some((event_columns(&events), task_columns(&rows)))
+    });
+    match folded {
+        None => Ok(None),
+        Some((events, rows)) => Ok(Some((export(py, events)?, export(py, rows)?))),
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(fold_tasks, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_step
 from snap_spark.protocol.verdict import VALID
@@ -117,10 +118,125 @@ def task_row(state: TaskState, events: Iterable[TaskEvent]) -> dict[str, Any]:
             "foreign_reports": sum(not e.by_owner for e in folded)}
 
 
+#: The columns a fold takes of a report, and their types as the native fold takes them.
+_FOLD_INPUT = {"task_id": pa.string(), "context_id": pa.string(), "task_state": pa.string(),
+               "sender": pa.string(), "msg_id": pa.string(), "timestamp": pa.int64(),
+               "received_at": pa.float64()}
+
+#: Reports a fold takes at a time (whole tasks: a task's reports are never split).
+FOLD_CHUNK_ROWS = 8192
+
+
+def fold_reports_reference(reports: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Fold state reports (the :data:`_FOLD_INPUT` columns, sorted by task, timestamp and
+    receipt order) with :func:`~snap_spark.protocol.tasks.task_step`, a task at a time:
+    the ``task_events`` and ``tasks`` rows, as tables of those schemas. The reference that
+    :func:`fold_reports` equals.
+
+    Examples:
+        >>> reports = pa.table({"task_id": ["t1", "t1"], "context_id": ["c1", None],
+        ...     "task_state": ["submitted", "completed"], "sender": ["A", "A"],
+        ...     "msg_id": ["m1", "m2"], "timestamp": [10, 20], "received_at": [10.0, 21.0]})
+        >>> events, tasks = fold_reports_reference(reports)
+        >>> events.column("anomaly").to_pylist(), tasks.column("state").to_pylist()
+        ([None, 'illegal_transition'], ['submitted'])
+    """
+    from snap_spark.lake import to_arrow
+    from snap_spark.schemas.tables import TASK_EVENTS, TASKS
+
+    events_out: list[dict[str, Any]] = []
+    tasks_out: list[dict[str, Any]] = []
+    state: TaskState | None = None
+    folded: list[TaskEvent] = []
+    received: list[float | None] = []
+
+    def finish() -> None:
+        if state is not None:
+            events_out.extend(event_row(e, state.context_id, received[e.seq]) for e in folded)
+            tasks_out.append(task_row(state, folded))
+
+    for row in reports.select(list(_FOLD_INPUT)).to_pylist():
+        report = TaskReport(row["task_id"], row["context_id"], row["task_state"],
+                            row["sender"], row["msg_id"], int(row["timestamp"]),
+                            float(row["received_at"] or 0.0))
+        if state is None or state.task_id != report.task_id:
+            finish()
+            state, folded, received = None, [], []
+        state, events = task_step(state, report)
+        folded[events[0].seq:] = events  # in order: one event, appended
+        received.append(row["received_at"])
+    finish()
+    return (pa.Table.from_pylist(events_out, schema=to_arrow(TASK_EVENTS)),
+            pa.Table.from_pylist(tasks_out, schema=to_arrow(TASKS)))
+
+
+def fold_reports(reports: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """:func:`fold_reports_reference`, by the native core when it is built and on
+    (``SNAP_SPARK_NATIVE``), and when it takes these reports (it hands a state outside the
+    six, a null timestamp or a NaN receipt time back to the reference); the same rows.
+
+    Examples:
+        >>> reports = pa.table({"task_id": ["t1", "t1"], "context_id": ["c1", None],
+        ...     "task_state": ["submitted", "working"], "sender": ["A", "A"],
+        ...     "msg_id": ["m1", "m2"], "timestamp": [10, 20], "received_at": [10.0, 21.0]})
+        >>> [t.to_pylist() for t in fold_reports(reports)] == [
+        ...     t.to_pylist() for t in fold_reports_reference(reports)]
+        True
+    """
+    from snap_spark.udfs.verify import native_core
+
+    core = native_core()
+    fold = getattr(core, "fold_tasks", None)  # None too for a build older than the fold
+    if fold is None or reports.num_rows == 0:
+        return fold_reports_reference(reports)
+    return _fold_natively(fold, reports) or fold_reports_reference(reports)
+
+
+def _fold_natively(fold: Any, reports: pa.Table) -> tuple[pa.Table, pa.Table] | None:
+    from snap_spark.lake import to_arrow
+    from snap_spark.schemas.tables import TASK_EVENTS, TASKS
+    from snap_spark.udfs.verify import arrow_capsules
+
+    columns = [reports.column(name).cast(kind).combine_chunks()
+               for name, kind in _FOLD_INPUT.items()]
+    out = fold(*columns)
+    if out is None:
+        return None
+    tables = []
+    for capsules, schema in zip(out, (to_arrow(TASK_EVENTS), to_arrow(TASKS)), strict=True):
+        batch = pa.RecordBatch.from_struct_array(pa.array(arrow_capsules(*capsules)))
+        tables.append(pa.Table.from_batches([batch]).cast(schema))
+    return tables[0], tables[1]
+
+
+def _whole_tasks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Reports grouped by task, in tables of at least :data:`FOLD_CHUNK_ROWS` rows (but the
+    last) that never split a task's run of rows."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows < FOLD_CHUNK_ROWS:
+            continue
+        table = pa.Table.from_batches(pending).combine_chunks()
+        ids = table.column("task_id")
+        others = pc.indices_nonzero(pc.fill_null(pc.not_equal(ids, ids[-1]), True))
+        cut = others[-1].as_py() + 1 if len(others) else 0  # where the last task begins
+        if cut:
+            yield table.slice(0, cut)
+        pending = table.slice(cut).to_batches()
+        rows = table.num_rows - cut
+    if rows:
+        yield pa.Table.from_batches(pending)
+
+
 def fold_partition(roots: dict[str, str], ingest_id: str, batches: Iterable[pa.RecordBatch]
                    ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` over reports sorted by task, timestamp and receipt: fold each task
-    with :func:`task_step`, write both tables' files, yield one :data:`WRITTEN` row each."""
+    (:func:`fold_reports`), write both tables' files, yield one :data:`WRITTEN` row each."""
     from snap_spark.lake import PartitionedFileWriter, to_arrow
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
@@ -130,49 +246,17 @@ def fold_partition(roots: dict[str, str], ingest_id: str, batches: Iterable[pa.R
                                                     [], file_prefix=tag),
                "tasks": PartitionedFileWriter(roots["tasks"], to_arrow(TASKS), [],
                                               file_prefix=tag)}
-    events_out: list[dict[str, Any]] = []
-    tasks_out: list[dict[str, Any]] = []
-
-    def flush(final: bool = False) -> None:
-        if events_out and (final or len(events_out) >= 8192):
-            writers["task_events"].write(pa.RecordBatch.from_pylist(
-                events_out, schema=to_arrow(TASK_EVENTS)))
-            events_out.clear()
-        if tasks_out and (final or len(tasks_out) >= 8192):
-            writers["tasks"].write(pa.RecordBatch.from_pylist(tasks_out, schema=to_arrow(TASKS)))
-            tasks_out.clear()
-
-    state: TaskState | None = None
-    folded: list[TaskEvent] = []
-    received: list[float | None] = []
     counts = {"tasks": 0, "reports": 0, "illegal": 0, "foreign": 0}
-
-    def finish() -> None:
-        if state is None:
-            return
-        events_out.extend(event_row(e, state.context_id, received[e.seq]) for e in folded)
-        row = task_row(state, folded)
-        tasks_out.append(row)
-        counts["tasks"] += 1
-        counts["reports"] += row["reports"]
-        counts["illegal"] += row["illegal_transitions"]
-        counts["foreign"] += row["foreign_reports"]
-        flush()
-
     try:
-        for batch in batches:
-            for row in batch.to_pylist():
-                report = TaskReport(row["task_id"], row["context_id"], row["task_state"],
-                                    row["sender"], row["msg_id"], int(row["timestamp"]),
-                                    float(row["received_at"] or 0.0))
-                if state is None or state.task_id != report.task_id:
-                    finish()
-                    state, folded, received = None, [], []
-                state, events = task_step(state, report)
-                folded[events[0].seq:] = events  # in order: one event, appended
-                received.append(row["received_at"])
-        finish()
-        flush(final=True)
+        for reports in _whole_tasks(batches):
+            events, tasks = fold_reports(reports)
+            for name, table in (("task_events", events), ("tasks", tasks)):
+                for batch in table.to_batches():
+                    writers[name].write(batch)
+            counts["tasks"] += tasks.num_rows
+            for key, column in (("reports", "reports"), ("illegal", "illegal_transitions"),
+                                ("foreign", "foreign_reports")):
+                counts[key] += pc.sum(tasks.column(column)).as_py() or 0
         written = [(name, data_file) for name, writer in writers.items()
                    for data_file in writer.close()]
     except BaseException:
@@ -479,16 +563,18 @@ def _state_reports(messages: DataFrame) -> DataFrame:
     return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
 
 
-#: A refresh of at most this many task ids (given as a collection, or found by a catch-up)
-#: folds them on the driver: their reports are read from ``messages`` by delta-rs in the
-#: driver process (one filtered scan), then folded and written in-process, instead of in a
-#: Spark job, a shuffle and a stage. A stream's micro-batch usually reports on fewer tasks.
-LOCAL_FOLD_TASKS = 10_000
+#: A fold reads its reports on the driver (delta-rs, one filtered scan of ``messages``)
+#: and folds them in-process, with no Spark job, shuffle or stage, when ``messages`` holds
+#: at most this many rows (all verdicts, counted from the Delta log) and the fold takes
+#: all tasks or at most :data:`LOCAL_FOLD_TASKS` of them. The scan reads every report of
+#: the table, so the table's size is what bounds it: 2M rows read in about 1.3 s here,
+#: about what a Spark fold costs at any size; the fold itself is the native core's
+#: (67,002 reports in 0.08 s, bench/README.md).
+LOCAL_FOLD_ROWS = 2_000_000
 
-#: A rebuild of a ``messages`` table of at most this many rows (all verdicts) folds on
-#: the driver, as a refresh of few tasks does: a new lake's first small run (``make run``,
-#: a cold start) then starts no Spark job for its tasks.
-LOCAL_REBUILD_ROWS = 100_000
+#: The most task ids a refresh folds on the driver (given as a collection, or found by a
+#: catch-up); more go to a Spark fold, which joins them by broadcast.
+LOCAL_FOLD_TASKS = 200_000
 
 
 def _rows_at_most(path: str, version: int, limit: int) -> bool:
@@ -511,10 +597,10 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
                 since: int | None = None) -> TasksResult:
     """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full
     (``replace=True``), or those tasks' rows (``keys``). ``ids`` as a list of distinct ids
-    gathered on the driver: at most :data:`LOCAL_FOLD_TASKS` are found and folded on the
-    driver. ``since``: the tasks are those reported on by rows ``messages`` added after
-    that version (``ids`` unused); the commits record the version folded as
-    :data:`THROUGH_KEY`, as a full fold does."""
+    gathered on the driver, or all tasks, are found and folded on the driver when the
+    table is small (:data:`LOCAL_FOLD_ROWS`). ``since``: the tasks are those reported on
+    by rows ``messages`` added after that version (``ids`` unused); the commits record the
+    version folded as :data:`THROUGH_KEY`, as a full fold does."""
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -563,12 +649,12 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     def fold(version: int) -> tuple[TasksResult, dict[str, list[Any]]]:
         """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
         fold_files = functools.partial(fold_partition, roots, ingest_id)
-        few_ids = isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS
-        if few_ids or (ids is None and _rows_at_most(msg_path, version, LOCAL_REBUILD_ROWS)):
-            # few tasks, or a small table: the reports read on the driver by delta-rs,
+        if isinstance(ids, list) and not ids:
+            return TasksResult(), {"task_events": [], "tasks": []}
+        some_ids = ids is None or (isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS)
+        if some_ids and _rows_at_most(msg_path, version, LOCAL_FOLD_ROWS):
+            # a table small enough to read on the driver: the reports read by delta-rs,
             # folded in-process
-            if isinstance(ids, list) and not ids:
-                return TasksResult(), {"task_events": [], "tasks": []}
             # only a null test goes to the scan (string statistics in a Delta log may be
             # truncated prefixes, wrong as bounds); the rest is filtered in memory
             found = read_arrow(msg_path, [*_REPORT_COLUMNS, "verdict"], version,

@@ -108,6 +108,12 @@ class _Capsules:
         return self._capsules
 
 
+def arrow_capsules(schema: object, array: object) -> Any:
+    """An object ``pa.array`` takes, from the ``(schema, array)`` capsules the native core
+    returns (the Arrow PyCapsule interface)."""
+    return _Capsules(schema, array)
+
+
 def check_arrow(
     lines: pa.Array,
     read_errors: pa.Array | None,
@@ -138,7 +144,7 @@ def check_arrow(
     schema, array, deferred = core.check_batch(
         lines, read_errors, mode, value, float(max_drift), max(1, verify_threads),
         modes, values)
-    batch = pa.RecordBatch.from_struct_array(pa.array(_Capsules(schema, array)))
+    batch = pa.RecordBatch.from_struct_array(pa.array(arrow_capsules(schema, array)))
     if deferred:
         batch = _decide_deferred(batch, deferred, lines, read_errors, clock, max_drift)
     return batch

@@ -197,7 +197,7 @@ def test_ids_longer_than_delta_string_statistics_are_found(
     if not local:
         monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
         monkeypatch.setattr(tasks_module, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks_module, "LOCAL_REBUILD_ROWS", 0)
+        monkeypatch.setattr(tasks_module, "LOCAL_FOLD_ROWS", 0)
     prefix = "x" * 40  # longer than the statistics keep
     states = ["submitted", "working", "completed"]
 

@@ -216,11 +216,11 @@ def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: 
                                                  config: SampleConfig, parts: int,
                                                  stage: bool,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    # A refresh of few tasks folds them on the driver, of many in a Spark stage
-    # (tasks.LOCAL_FOLD_TASKS): these runs are small, so one case lowers the limit.
+    # A refresh of a small table folds on the driver, of a large one in a Spark stage
+    # (tasks.LOCAL_FOLD_ROWS): these runs are small, so one case lowers the limits.
     if stage:
         monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks, "LOCAL_REBUILD_ROWS", 0)
+        monkeypatch.setattr(tasks, "LOCAL_FOLD_ROWS", 0)
     sample = generate(config)
     pairs = list(sample)
     cuts = [0, *split(pairs, parts), len(pairs)]

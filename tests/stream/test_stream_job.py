@@ -62,7 +62,7 @@ def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
     if steps == "in Spark stages":
         monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
         monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks, "LOCAL_REBUILD_ROWS", 0)
+        monkeypatch.setattr(tasks, "LOCAL_FOLD_ROWS", 0)
     lines = traffic["lines"]
     drops = tmp_path / "drops"
     landing = tmp_path / "landing"
