@@ -119,6 +119,11 @@ $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))
 	$(VENV)/bin/snap-spark sample --agents $(AGENTS) --messages $(MESSAGES) --seed $(SEED) --out $(SAMPLE)
 
+# The driver's Java options of the jobs below: quieter logging, and the short-job JVM flags
+# (C1 only, the parallel collector) that snap_spark.session.DRIVER_JVM_FLAGS names and
+# explains (a unit test keeps the two equal).
+DRIVER_JAVA_OPTIONS := -Dlog4j2.configurationFile=conf/log4j2.properties -XX:TieredStopAtLevel=1 -XX:+UseParallelGC
+
 # The main job on Spark local[*]: delta-spark with the cached Delta JARs (spark-submit's
 # --jars: its driver JVM starts before Python, so only that puts them on its classpath),
 # delta-rs without them. Nothing is resolved over the network here.
@@ -126,7 +131,7 @@ run: setup $(SAMPLE)
 	@if [ -n "$(DELTA_JARS)" ]; then echo "run: Delta backend delta-spark (Delta JARs cached by make setup)"; \
 	else echo "run: Delta backend delta-rs ($(if $(filter delta-rs,$(LAKE_BACKEND)),LAKE_BACKEND=delta-rs,no Delta JARs cached: make setup fetches them))"; fi
 	$(VENV)/bin/spark-submit --master '$(MASTER)' \
-		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 		--conf spark.ui.showConsoleProgress=false \
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
@@ -142,7 +147,7 @@ stream: setup $(SAMPLE)
 	@mkdir -p $(LANDING)
 	@test -e $(LANDING)/$(notdir $(SAMPLE)) || ln $(SAMPLE) $(LANDING)/$(notdir $(SAMPLE)) 2>/dev/null || cp $(SAMPLE) $(LANDING)/
 	$(VENV)/bin/spark-submit --master '$(MASTER)' \
-		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 		--conf spark.ui.showConsoleProgress=false \
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(STREAM_JARS),--jars '$(STREAM_JARS)') \
@@ -156,7 +161,7 @@ print-stream-jars:
 # task_events and tasks rebuilt from the messages `make run` landed.
 tasks: setup
 	$(VENV)/bin/spark-submit --master '$(MASTER)' \
-		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 		--conf spark.ui.showConsoleProgress=false \
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
@@ -169,7 +174,7 @@ AUDIT_OUT ?= data/audit
 AUDIT_ARGS ?= --reverify-sample 0.05
 audit: setup
 	@$(VENV)/bin/spark-submit --master '$(MASTER)' \
-		--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+		--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 		--conf spark.ui.showConsoleProgress=false \
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
@@ -184,7 +189,7 @@ audit: setup
 NOSTR_STEM ?= data/nostr/sample
 NOSTR_PORT ?= 7447
 NOSTR_SUBMIT = $(VENV)/bin/spark-submit --master '$(MASTER)' \
-	--driver-java-options '-Dlog4j2.configurationFile=conf/log4j2.properties' \
+	--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 	--conf spark.ui.showConsoleProgress=false --conf spark.snap.lake.backend=$(LAKE_BACKEND) \
 	$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') jobs/ingest_nostr.py --lake $(LAKE) \
 	--keyring $(NOSTR_STEM).keyring --well-known $(NOSTR_STEM).well-known

@@ -307,10 +307,13 @@ def measure_stream(spark: Any, corpus: Path, runs: int = 1, drops: int = 20,
 
 def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
     """The fixed cost of one job process on 200 lines (``cold_fixed_s``): ``spark-submit``
-    of ``jobs/verify_messages.py`` as an operator runs it, from start to exit, and when
+    of ``jobs/verify_messages.py`` as an operator runs it (with the driver's JVM flags
+    ``make run`` and ``snap-spark submit`` pass), from start to exit, and when
     each of its progress lines arrived (JVM and session start, landing, both commits, the
     task refresh). Fastest of ``runs``, all kept."""
     import subprocess
+
+    from snap_spark.session import DRIVER_JVM_FLAGS
 
     small = warmup_file(corpus)
     submit = Path(sys.executable).parent / "spark-submit"
@@ -326,6 +329,7 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
         proc = subprocess.Popen(
             [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
              "--conf", "spark.snap.lake.backend=delta-rs",
+             "--driver-java-options", DRIVER_JVM_FLAGS,
              str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         parts: dict[str, float] = {}

@@ -16,8 +16,10 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
   and Kafka's for ``stream_verify --kafka-bootstrap``,
   merged with the ``--jars`` given;
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
-  ``--conf spark.ui.showConsoleProgress=false`` and the package's quieter
-  ``conf/log4j2.properties`` (package data), as the Makefile passes them;
+  ``--conf spark.ui.showConsoleProgress=false``, and the driver's Java options: the
+  package's quieter ``conf/log4j2.properties`` (package data) and the short-job JVM flags
+  (:data:`snap_spark.session.DRIVER_JVM_FLAGS`), unless ``--driver-java-options`` or
+  ``--conf spark.driver.extraJavaOptions`` is given; as the Makefile passes them;
   ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
   must stay reachable by executors).
 
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snap_spark import jobs
+from snap_spark.session import DRIVER_JAVA_OPTIONS_CONF, DRIVER_JVM_FLAGS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -380,8 +383,10 @@ def build_plan(
     argv = [str(program), "--conf", UTC_CONF]
     if "spark.ui.showConsoleProgress" not in given:
         argv += ["--conf", "spark.ui.showConsoleProgress=false"]
-    if request.last("--driver-java-options") is None and LOG4J2_CONF.is_file():
-        argv += ["--driver-java-options", f"-Dlog4j2.configurationFile={LOG4J2_CONF}"]
+    if (request.last("--driver-java-options") is None
+            and DRIVER_JAVA_OPTIONS_CONF not in given):
+        logging = [f"-Dlog4j2.configurationFile={LOG4J2_CONF}"] if LOG4J2_CONF.is_file() else []
+        argv += ["--driver-java-options", " ".join([*logging, DRIVER_JVM_FLAGS])]
     given_jars: list[str] = []
     for option, value in request.spark_options:
         if option == "--jars":

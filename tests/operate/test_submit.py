@@ -140,8 +140,8 @@ def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:
     pairs = list(zip(options[::2], options[1::2], strict=True))
     assert ("--conf", "spark.sql.session.timeZone=UTC") in pairs
     assert ("--master", "local[2]") in pairs and ("--conf", "spark.ui.enabled=false") in pairs
-    assert ("--driver-java-options",
-            f"-Dlog4j2.configurationFile={submit.LOG4J2_CONF}") in pairs
+    assert ("--driver-java-options", f"-Dlog4j2.configurationFile={submit.LOG4J2_CONF} "
+            "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC") in pairs
     jars = [value for option, value in pairs if option == "--jars"]
     assert jars == [",".join([mine, *delta])]  # one --jars, given first, nothing twice
 
@@ -167,6 +167,9 @@ def test_dry_run_keeps_what_the_caller_set(tmp_path: Path) -> None:
     assert names["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert command.count("--driver-java-options") == 1 and "-Dx=1" in command
     assert "spark.ui.showConsoleProgress=false" not in command
+    # Java options given as a setting are the driver's own too: none are added
+    _, conf = dry_run(tmp_path, "--conf", "spark.driver.extraJavaOptions=-Dy=2", "audit")
+    assert "--driver-java-options" not in conf
     local, _ = dry_run(tmp_path, "audit", SPARK_LOCAL_IP="10.1.2.3")
     assert "SPARK_LOCAL_IP" not in local  # set already: not changed
 

@@ -73,3 +73,13 @@ def test_the_checkout_shows_the_packaged_jobs_and_defaults() -> None:
         assert (ROOT / "conf" / name).resolve() == PACKAGE / "conf" / name
     assert session.DEFAULT_SPARK_CONF.is_file() and submit.LOG4J2_CONF.is_file()
     assert session.read_spark_conf()["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_the_makefile_gives_its_jobs_the_driver_flags_the_package_names() -> None:
+    """``make run`` and the other spark-submit targets pass the same short-job JVM flags
+    as ``snap-spark submit`` and the embedded session (:data:`session.DRIVER_JVM_FLAGS`)."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = next(row for row in makefile.splitlines() if row.startswith("DRIVER_JAVA_OPTIONS :="))
+    assert line.endswith(" " + session.DRIVER_JVM_FLAGS)
+    assert makefile.count("--driver-java-options '$(DRIVER_JAVA_OPTIONS)'") == 5
+    assert "--driver-java-options '-D" not in makefile
