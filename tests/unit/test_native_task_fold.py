@@ -111,7 +111,7 @@ def report_rows(draw: st.DrawFn, odd_states: bool = False) -> list[dict[str, Any
     return rows
 
 
-FOLD_SETTINGS = settings(max_examples=300, deadline=None,
+FOLD_SETTINGS = settings(max_examples=200, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow])
 
 
