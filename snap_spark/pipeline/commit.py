@@ -664,15 +664,16 @@ def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, inge
     if not landed.staged:
         return []
     write = functools.partial(write_messages, msg_root, landed.duplicates, ingest_id)
+    staged = pa.RecordBatch.from_pylist(
+        [{"source_file": f, "file_key": k, "info": i} for f, k, i in landed.staged],
+        schema=pa.schema([("source_file", pa.string()), ("file_key", pa.string()),
+                          ("info", pa.string())]))
     if _small(landed):
-        staged = pa.RecordBatch.from_pylist(
-            [{"source_file": f, "file_key": k, "info": i} for f, k, i in landed.staged],
-            schema=pa.schema([("source_file", pa.string()), ("file_key", pa.string()),
-                              ("info", pa.string())]))
         infos = [info for batch in write([staged]) for info in batch.column("info").to_pylist()]
     else:
-        frame = spark.createDataFrame(landed.staged,
-                                      "source_file string, file_key string, info string")
+        # built from Arrow, the file list is a local relation (a list of tuples would be
+        # turned into rows by a Python stage of its own, about 0.3 s here)
+        frame = spark.createDataFrame(pa.Table.from_batches([staged]))
         infos = [row["info"] for row in
                  frame.mapInArrow(write, landed_struct()).toArrow().to_pylist()]
     return [data_file(info) for info in infos]
