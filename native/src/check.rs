@@ -25,7 +25,8 @@ pub const IDENTITY_INVALID: i32 = 2005;
 
 const REQUIRED_FIELDS: [&str; 7] = ["id", "version", "from", "type", "method", "payload", "timestamp"];
 const MESSAGE_FIELDS: [&str; 9] = ["id", "version", "from", "to", "type", "method", "payload", "timestamp", "sig"];
-const STATES: [&str; 6] = ["submitted", "working", "input_required", "completed", "failed", "canceled"];
+/// The six task states (`messages.md` "Task States").
+pub const STATES: [&str; 6] = ["submitted", "working", "input_required", "completed", "failed", "canceled"];
 const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 const MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
 const MAX_EXACT_SIZE_ABOVE: usize = 10 * 1024 * 1024 - 4096;

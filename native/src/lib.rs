@@ -187,11 +187,7 @@ fn build(results: &[LineOut]) -> StructArray {
         ("needs_clock", Arc::new(needs_clock.finish())),
     ];
     strings.clear();
-    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns
-        .into_iter()
-        .map(|(name, array)| (Field::new(name, array.data_type().clone(), true), array))
-        .unzip();
-    StructArray::new(fields.into(), arrays, None)
+    struct_of(columns)
 }
 
 /// check_batch(lines, read_errors, clock_mode, clock_value, max_drift, threads, clock_modes=None, clock_values=None)

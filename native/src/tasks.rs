@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-pub const STATES: [&str; 6] = ["submitted", "working", "input_required", "completed", "failed", "canceled"];
+use crate::check::STATES;
 
 /// The transitions allowed from `previous` to another state (`messages.md` "Task States").
 fn allowed(previous: &str, new: &str) -> bool {
