@@ -7,6 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from snap_spark.spark_path import drop_bundled_zips
+
+# Before anything imports PySpark: its installed folder rather than Spark's bundled zips
+# (see snap_spark.spark_path; a no-op outside spark-submit and Spark's Python workers).
+drop_bundled_zips()
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

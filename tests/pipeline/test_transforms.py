@@ -75,3 +75,22 @@ def test_workers_check_with_the_core_the_environment_names(spark: Any) -> None:
     expected = "python" if os.environ.get("SNAP_SPARK_NATIVE", "").strip() == "0" else "native"
     names = spark.sparkContext.parallelize(range(4), 2).map(_worker_core).collect()
     assert names == [expected] * 4
+
+
+def _worker_pyspark(_: int) -> str:
+    import pyspark
+
+    return pyspark.__file__ or ""
+
+
+def test_workers_import_pyspark_from_its_folder_not_spark_s_zip(spark: Any) -> None:
+    """The session's workers fork from ``snap_spark.worker_daemon``, which takes Spark's
+    bundled ``pyspark.zip`` off their path: a zip holds no bytecode (PySpark compiled at each
+    worker start) and its index is read again before every task."""
+    from snap_spark.session import WORKER_DAEMON_CONF, WORKER_DAEMON_MODULE
+
+    assert spark.sparkContext.getConf().get(WORKER_DAEMON_CONF) == WORKER_DAEMON_MODULE
+    files = spark.sparkContext.parallelize(range(4), 2).map(_worker_pyspark).collect()
+    assert len(files) == 4
+    for pyspark_file in files:
+        assert ".zip" not in pyspark_file and pyspark_file.endswith("pyspark/__init__.py")

@@ -1,0 +1,89 @@
+"""Import PySpark from its installed folder rather than from the zips Spark bundles.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` and ``py4j-*-src.zip`` first on the
+``PYTHONPATH`` of a ``spark-submit`` driver and of every Python worker. With PySpark installed
+from PyPI, ``$SPARK_HOME`` *is* the installed ``pyspark`` package, and those zips hold the
+same code as the folders next to them. Importing from a zip costs twice on CPython 3.11:
+
+- **every start compiles** the ~200 modules PySpark imports (a zip holds no bytecode and
+  gets none written): about 0.7 s per driver and per worker daemon here;
+- **every task re-reads the zips' directories**: the worker calls
+  ``importlib.invalidate_caches()`` before each task, and each ``zipimporter`` (one per
+  package folder imported from a zip, 14 or more) then reads its whole archive's index
+  again: about 0.1 s of CPU per Python task, on every task of every stage.
+
+:func:`drop_bundled_zips` takes the zips off ``sys.path`` when, and only when, the same
+PySpark and Py4J (byte-equal version files) are installed on another ``sys.path`` entry,
+and nothing has been imported from them yet. ``import snap_spark`` calls it, so a driver
+whose first import is snap-spark (every ``jobs/*.py``) gets it, and the worker daemon module
+:mod:`snap_spark.worker_daemon` runs it before PySpark's own daemon starts.
+
+Examples:
+    Nothing to do in a process whose ``sys.path`` holds no bundled zip (the tests' own):
+
+    >>> drop_bundled_zips(["/usr/lib/python3.11", "/tmp/site-packages"])
+    []
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Container
+from pathlib import Path
+from typing import Final
+
+#: The zips Spark puts on the path: ``(file name pattern, package, version module)``.
+BUNDLED: Final = (
+    (re.compile(r"pyspark\.zip"), "pyspark", "pyspark/version.py"),
+    (re.compile(r"py4j-[0-9.]+-src\.zip"), "py4j", "py4j/version.py"),
+)
+
+
+def drop_bundled_zips(
+    path: list[str] | None = None, imported: Container[str] | None = None
+) -> list[str]:
+    """Remove Spark's bundled ``pyspark.zip`` and ``py4j-*-src.zip`` from ``path``
+    (default ``sys.path``, changed in place) where an installed copy of the same version is
+    importable from another entry of ``path``; the entries removed.
+
+    An entry stays when its package is already imported (named in ``imported``, default
+    ``sys.modules``: two copies must not mix), when no installed copy is found, or when the
+    versions differ (a ``$SPARK_HOME`` that is not the installed PySpark).
+    """
+    entries = sys.path if path is None else path
+    loaded = sys.modules if imported is None else imported
+    removed: list[str] = []
+    for pattern, package, version_file in BUNDLED:
+        for entry in list(entries):
+            if not pattern.fullmatch(Path(entry).name) or package in loaded:
+                continue
+            others = [e for e in entries if e != entry and not e.endswith(".zip")]
+            if _same_version(entry, version_file, _installed_copy(package, others)):
+                entries.remove(entry)
+                sys.path_importer_cache.pop(entry, None)
+                removed.append(entry)
+    return removed
+
+
+def _installed_copy(package: str, entries: list[str]) -> Path | None:
+    """The folder of ``package`` on the first of ``entries`` that holds it."""
+    for entry in entries:
+        folder = Path(entry or ".") / package
+        if (folder / "__init__.py").is_file():
+            return folder
+    return None
+
+
+def _same_version(archive: str, version_file: str, folder: Path | None) -> bool:
+    """True when ``folder``'s version module is byte-equal to the one in ``archive``."""
+    if folder is None:
+        return False
+    import zipfile
+
+    installed = folder.parent / version_file
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            return bundle.read(version_file) == installed.read_bytes()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return False

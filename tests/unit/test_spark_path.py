@@ -1,0 +1,86 @@
+"""Spark's bundled PySpark zips taken off ``sys.path`` (``snap_spark.spark_path``), and the
+worker daemon ``build_session`` chooses (``snap_spark.session``)."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from snap_spark.session import _local_workers_import_snap_spark
+from snap_spark.spark_path import drop_bundled_zips
+
+
+def _spark_home(root: Path, bundled_version: str, installed_version: str | None) -> list[str]:
+    """A ``sys.path`` like spark-submit's: the two bundled zips first, then a site folder
+    holding (or not) installed copies of both packages."""
+    lib = root / "python" / "lib"
+    lib.mkdir(parents=True)
+    entries = []
+    for zip_name, package in (("pyspark.zip", "pyspark"), ("py4j-0.10.9.9-src.zip", "py4j")):
+        with zipfile.ZipFile(lib / zip_name, "w") as bundle:
+            bundle.writestr(f"{package}/__init__.py", "")
+            bundle.writestr(f"{package}/version.py", f'__version__ = "{bundled_version}"\n')
+        entries.append(str(lib / zip_name))
+    site = root / "site-packages"
+    site.mkdir()
+    if installed_version is not None:
+        for package in ("pyspark", "py4j"):
+            (site / package).mkdir()
+            (site / package / "__init__.py").write_text("")
+            (site / package / "version.py").write_text(f'__version__ = "{installed_version}"\n')
+    return [*entries, "/usr/lib/python3.11", str(site)]
+
+
+def test_the_zips_go_when_the_same_versions_are_installed(tmp_path: Path) -> None:
+    path = _spark_home(tmp_path, "4.0.1", "4.0.1")
+    zips = path[:2]
+    assert drop_bundled_zips(path, imported=()) == zips
+    assert path == ["/usr/lib/python3.11", str(tmp_path / "site-packages")]
+
+
+@pytest.mark.parametrize("installed", ["4.0.0", None])
+def test_the_zips_stay_without_an_equal_installed_copy(tmp_path: Path,
+                                                       installed: str | None) -> None:
+    path = _spark_home(tmp_path, "4.0.1", installed)
+    before = list(path)
+    assert drop_bundled_zips(path, imported=()) == []
+    assert path == before
+
+
+def test_a_package_already_imported_keeps_its_zip(tmp_path: Path) -> None:
+    """Two copies of PySpark must never mix in one process."""
+    path = _spark_home(tmp_path, "4.0.1", "4.0.1")
+    removed = drop_bundled_zips(path, imported={"pyspark"})
+    assert [Path(p).name for p in removed] == ["py4j-0.10.9.9-src.zip"]
+    assert Path(path[0]).name == "pyspark.zip"
+
+
+def test_the_installed_pyspark_s_own_zips_match_its_folder() -> None:
+    """The real layout of a PyPI PySpark: ``$SPARK_HOME`` is the installed package, and its
+    bundled zips hold the same versions as the folders beside them."""
+    import py4j  # type: ignore[import-untyped]
+    import pyspark
+
+    site = str(Path(pyspark.__file__).parents[1])
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = sorted(str(p) for p in lib.glob("*.zip"))
+    assert {Path(z).name for z in zips} >= {"pyspark.zip"}
+    assert Path(py4j.__file__).parents[1] == Path(site)
+    path = [*zips, site]
+    assert sorted(drop_bundled_zips(path, imported=())) == zips
+    assert path == [site]
+
+
+def test_the_daemon_is_only_chosen_where_the_workers_can_import_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert _local_workers_import_snap_spark("local[2]")
+    assert _local_workers_import_snap_spark(None)  # the local[*] default
+    assert not _local_workers_import_snap_spark("spark://127.0.0.1:7077")
+    assert not _local_workers_import_snap_spark("yarn")
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/bin/python3")
+    assert not _local_workers_import_snap_spark("local[2]")
