@@ -313,7 +313,7 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
     task refresh). Fastest of ``runs``, all kept."""
     import subprocess
 
-    from snap_spark.session import DRIVER_JVM_FLAGS
+    from snap_spark.jvm_archive import driver_jvm_flags
 
     small = warmup_file(corpus)
     submit = Path(sys.executable).parent / "spark-submit"
@@ -329,7 +329,7 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
         proc = subprocess.Popen(
             [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
              "--conf", "spark.snap.lake.backend=delta-rs",
-             "--driver-java-options", DRIVER_JVM_FLAGS,
+             "--driver-java-options", driver_jvm_flags(),
              str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         parts: dict[str, float] = {}

@@ -88,7 +88,9 @@ def build_session(
 
     ``master`` defaults to ``local[*]`` unless spark-submit already set one. Settings come
     from ``conf/spark-defaults.conf`` then ``extra_conf`` (later wins). A driver JVM started
-    here gets :data:`DRIVER_JVM_FLAGS` unless the settings name its Java options.
+    here gets :data:`DRIVER_JVM_FLAGS`, and the class archive ``make setup`` built
+    (:func:`snap_spark.jvm_archive.driver_jvm_flags`), unless the settings name its Java
+    options.
 
     ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
     when the JARs are at hand, ``True`` always (an error when they are not), ``False``
@@ -141,7 +143,9 @@ def build_session(
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
     if DRIVER_JAVA_OPTIONS_CONF not in settings and DRIVER_JAVA_OPTIONS_CONF not in already:
-        settings[DRIVER_JAVA_OPTIONS_CONF] = DRIVER_JVM_FLAGS  # used if the JVM starts now
+        from snap_spark.jvm_archive import driver_jvm_flags
+
+        settings[DRIVER_JAVA_OPTIONS_CONF] = driver_jvm_flags()  # used if the JVM starts now
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
     if WORKER_DAEMON_CONF not in settings and WORKER_DAEMON_CONF not in already \

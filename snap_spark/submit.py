@@ -18,7 +18,8 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
   ``--conf spark.ui.showConsoleProgress=false``, and the driver's Java options: the
   package's quieter ``conf/log4j2.properties`` (package data) and the short-job JVM flags
-  (:data:`snap_spark.session.DRIVER_JVM_FLAGS`), unless ``--driver-java-options`` or
+  (:data:`snap_spark.session.DRIVER_JVM_FLAGS`) with the class archive ``make setup``
+  built (:func:`snap_spark.jvm_archive.driver_jvm_flags`), unless ``--driver-java-options`` or
   ``--conf spark.driver.extraJavaOptions`` is given; as the Makefile passes them;
   ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
   must stay reachable by executors).
@@ -49,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snap_spark import jobs
-from snap_spark.session import DRIVER_JAVA_OPTIONS_CONF, DRIVER_JVM_FLAGS
+from snap_spark.jvm_archive import driver_jvm_flags
+from snap_spark.session import DRIVER_JAVA_OPTIONS_CONF
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -386,7 +388,7 @@ def build_plan(
     if (request.last("--driver-java-options") is None
             and DRIVER_JAVA_OPTIONS_CONF not in given):
         logging = [f"-Dlog4j2.configurationFile={LOG4J2_CONF}"] if LOG4J2_CONF.is_file() else []
-        argv += ["--driver-java-options", " ".join([*logging, DRIVER_JVM_FLAGS])]
+        argv += ["--driver-java-options", " ".join([*logging, driver_jvm_flags()])]
     given_jars: list[str] = []
     for option, value in request.spark_options:
         if option == "--jars":

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from snap_spark import submit
+from snap_spark.jvm_archive import driver_jvm_flags
 from snap_spark.maven_jars import submit_jars
 from snap_spark.submit import SubmitError, split_arguments
 from tests.operate.conftest import AGENTS, SEED, FullLake
@@ -140,8 +141,11 @@ def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:
     pairs = list(zip(options[::2], options[1::2], strict=True))
     assert ("--conf", "spark.sql.session.timeZone=UTC") in pairs
     assert ("--master", "local[2]") in pairs and ("--conf", "spark.ui.enabled=false") in pairs
-    assert ("--driver-java-options", f"-Dlog4j2.configurationFile={submit.LOG4J2_CONF} "
-            "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC") in pairs
+    # the short-job flags and the class archive `make setup` built (snap_spark.jvm_archive)
+    flags = driver_jvm_flags()
+    assert "-XX:SharedArchiveFile=" in flags
+    assert ("--driver-java-options",
+            f"-Dlog4j2.configurationFile={submit.LOG4J2_CONF} {flags}") in pairs
     jars = [value for option, value in pairs if option == "--jars"]
     assert jars == [",".join([mine, *delta])]  # one --jars, given first, nothing twice
 

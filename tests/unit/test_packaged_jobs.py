@@ -76,10 +76,18 @@ def test_the_checkout_shows_the_packaged_jobs_and_defaults() -> None:
 
 
 def test_the_makefile_gives_its_jobs_the_driver_flags_the_package_names() -> None:
-    """``make run`` and the other spark-submit targets pass the same short-job JVM flags
-    as ``snap-spark submit`` and the embedded session (:data:`session.DRIVER_JVM_FLAGS`)."""
+    """``make run`` and the other spark-submit targets pass the same short-job JVM flags and
+    class archive as ``snap-spark submit`` and the embedded session
+    (:func:`snap_spark.jvm_archive.driver_jvm_flags`)."""
+    import subprocess
+
+    from snap_spark.jvm_archive import driver_jvm_flags
+
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    line = next(row for row in makefile.splitlines() if row.startswith("DRIVER_JAVA_OPTIONS :="))
-    assert line.endswith(" " + session.DRIVER_JVM_FLAGS)
+    printed = subprocess.run(["make", "-s", "--no-print-directory", "print-driver-java-options"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    flags = driver_jvm_flags()
+    assert flags.startswith(session.DRIVER_JVM_FLAGS)
+    assert printed.strip() == "-Dlog4j2.configurationFile=conf/log4j2.properties " + flags
     assert makefile.count("--driver-java-options '$(DRIVER_JAVA_OPTIONS)'") == 5
     assert "--driver-java-options '-D" not in makefile
