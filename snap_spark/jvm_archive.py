@@ -10,7 +10,7 @@ lines 16.1 s → 9.5 s (three alternated pairs; docs/speed.md).
 - ``make setup`` builds the archive (:func:`build`: one ``spark-submit`` of the packaged
   batch job on a generated 200-line sample, about 30 s, 100-150 MB).
 - :func:`driver_jvm_flags` is what every driver JVM that snap-spark starts is given: the
-  short-job flags (:data:`snap_spark.session.DRIVER_JVM_FLAGS`) and, when an archive for
+  short-job flags (:data:`DRIVER_JVM_FLAGS`) and, when an archive for
   this exact Java and Spark exists, the flag that maps it. ``build_session``, ``snap-spark
   submit`` and the Makefile's jobs use it.
 - An archive belongs to one Java build, one set of Spark JARs and those flags: its file name
@@ -27,7 +27,6 @@ Examples:
     Without an archive, the flags are the short-job flags alone:
 
     >>> getfixture("monkeypatch").setenv(ARCHIVE_ENV, str(tmp))
-    >>> from snap_spark.session import DRIVER_JVM_FLAGS
     >>> driver_jvm_flags() == DRIVER_JVM_FLAGS
     True
 """
@@ -46,10 +45,20 @@ import time
 from pathlib import Path
 from typing import Final
 
+#: JVM options for the driver of a short job (the embedded default, ``make run``,
+#: ``snap-spark submit``): the C1 compiler only, and the parallel collector. Each job plans
+#: new generated code, which C2 compiles again on every run, and G1 runs concurrent threads
+#: beside the tasks; on 2 cores both take cores from the Python workers. Measured on
+#: 2 cores: a cold ``spark-submit`` of 200 lines 21.0 s -> 18.3 s (median of 4 each), the
+#: driver JVM's CPU per 200k-line run 5.5 -> 2.4 s (bench/README.md). A driver given its
+#: own ``--driver-java-options`` or ``spark.driver.extraJavaOptions`` keeps those instead.
+DRIVER_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 #: ``0`` (or ``off``) disables the archive; another value is the folder that holds it.
 ARCHIVE_ENV: Final = "SNAP_SPARK_JVM_ARCHIVE"
 #: The archive's folder inside a checkout's ``.venv`` or an installed environment.
 FOLDER: Final = "jvm-archive"
+#: How many archives a folder keeps (the newest; each is 100-150 MB).
+KEEP: Final = 2
 #: Keep the JVM quiet when it cannot use an archive (it then starts without it).
 QUIET: Final = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -76,11 +85,11 @@ def spark_home() -> Path | None:
     """The Spark installation a driver JVM runs from: ``$SPARK_HOME``, else the installed
     PySpark's folder (found without importing it)."""
     if os.environ.get("SPARK_HOME"):
-        return Path(os.environ["SPARK_HOME"])
+        return Path(os.environ["SPARK_HOME"]).resolve()
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         return None
-    return Path(spec.origin).parent
+    return Path(spec.origin).resolve().parent
 
 
 def java_binary() -> Path | None:
@@ -91,19 +100,21 @@ def java_binary() -> Path | None:
 
 
 def fingerprint() -> str | None:
-    """16 hex digits naming what an archive is only valid for: the Java binary, every JAR
-    of Spark's ``jars`` folder (name, size, time) and the driver's JVM flags; ``None`` when
-    Java or Spark is not found."""
-    from snap_spark.session import DRIVER_JVM_FLAGS
-
+    """16 hex digits naming what an archive is only valid for: the Java binary (its real
+    path, size and time), every JAR of Spark's ``jars`` folder (name, size, time) and the
+    driver's JVM flags; ``None`` when Java or Spark is not found. The same installation
+    reached through a link (a workspace's linked ``.venv``) has the same fingerprint."""
     java, home = java_binary(), spark_home()
     if java is None or home is None or not (home / "jars").is_dir():
         return None
     digest = hashlib.sha256(DRIVER_JVM_FLAGS.encode())
     libjvm = sorted(java.parents[1].glob("lib/server/libjvm.so"))
-    for path in [java, *libjvm, *sorted((home / "jars").glob("*.jar"))]:
+    for path in [java, *libjvm]:
         stat = path.stat()
         digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    for path in sorted((home / "jars").glob("*.jar")):
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -115,10 +126,8 @@ def archive_path() -> Path | None:
 
 
 def driver_jvm_flags() -> str:
-    """The driver JVM's flags: :data:`~snap_spark.session.DRIVER_JVM_FLAGS`, plus the archive
+    """The driver JVM's flags: :data:`DRIVER_JVM_FLAGS`, plus the archive
     when one exists for this environment and it is not turned off."""
-    from snap_spark.session import DRIVER_JVM_FLAGS
-
     if disabled():
         return DRIVER_JVM_FLAGS
     path = archive_path()
@@ -128,14 +137,13 @@ def driver_jvm_flags() -> str:
 
 
 def build(force: bool = False) -> Path:
-    """Write this environment's archive (see the module docs) and remove older ones from
-    its folder; returns its path. A current archive is kept unless ``force``.
+    """Write this environment's archive (see the module docs); returns its path. A current
+    archive is kept unless ``force``. The folder keeps the :data:`KEEP` newest archives (a
+    folder shared by two Java or Spark installations serves both).
 
     Raises:
         RuntimeError: Java or Spark is not found, or the sample job failed.
     """
-    from snap_spark.session import DRIVER_JVM_FLAGS
-
     target = archive_path()
     if target is None:
         raise RuntimeError("no java or no Spark installation found")
@@ -170,10 +178,18 @@ def build(force: bool = False) -> Path:
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
-    for old in target.parent.glob("spark-driver-*.jsa"):
-        if old != target:
-            old.unlink(missing_ok=True)
+    prune(target)
     return target
+
+
+def prune(current: Path) -> list[Path]:
+    """Remove the archives of ``current``'s folder but ``current`` and the newest others,
+    :data:`KEEP` in all; the files removed."""
+    others = sorted((p for p in current.parent.glob("spark-driver-*.jsa") if p != current),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in others[KEEP - 1:]:
+        old.unlink(missing_ok=True)
+    return others[KEEP - 1:]
 
 
 def main(argv: list[str] | None = None) -> int:

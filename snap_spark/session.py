@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from snap_spark import jvm_archive
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -34,14 +36,9 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
-#: JVM options for the driver of a short job (the embedded default, ``make run``,
-#: ``snap-spark submit``): the C1 compiler only, and the parallel collector. Each job plans
-#: new generated code, which C2 compiles again on every run, and G1 runs concurrent threads
-#: beside the tasks; on 2 cores both take cores from the Python workers. Measured on
-#: 2 cores: a cold ``spark-submit`` of 200 lines 21.0 s -> 18.3 s (median of 4 each), the
-#: driver JVM's CPU per 200k-line run 5.5 -> 2.4 s (bench/README.md). A driver given its
-#: own ``--driver-java-options`` or ``spark.driver.extraJavaOptions`` keeps those instead.
-DRIVER_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+#: JVM options for the driver of a short job (defined, and explained, in
+#: :mod:`snap_spark.jvm_archive`, which adds the class archive to them).
+DRIVER_JVM_FLAGS = jvm_archive.DRIVER_JVM_FLAGS
 #: The Spark setting that carries them to a driver JVM about to start.
 DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 
@@ -143,9 +140,7 @@ def build_session(
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
     if DRIVER_JAVA_OPTIONS_CONF not in settings and DRIVER_JAVA_OPTIONS_CONF not in already:
-        from snap_spark.jvm_archive import driver_jvm_flags
-
-        settings[DRIVER_JAVA_OPTIONS_CONF] = driver_jvm_flags()  # used if the JVM starts now
+        settings[DRIVER_JAVA_OPTIONS_CONF] = jvm_archive.driver_jvm_flags()  # if it starts now
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
     if WORKER_DAEMON_CONF not in settings and WORKER_DAEMON_CONF not in already \

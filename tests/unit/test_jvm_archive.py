@@ -101,3 +101,29 @@ def test_the_session_s_driver_jvm_started_with_the_archive(spark: Any) -> None:
     path = _setup_archive()
     runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert f"-XX:SharedArchiveFile={path}" in set(runtime.getInputArguments())
+
+
+def test_the_same_spark_through_a_link_has_the_same_archive(fake_spark: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The docs test's workspaces link the checkout's ``.venv``: they must find the same
+    archive, not build (and keep) one of their own."""
+    direct = jvm_archive.archive_path()
+    link = fake_spark.parent / "linked-spark"
+    link.symlink_to(fake_spark)
+    monkeypatch.setenv("SPARK_HOME", str(link))
+    assert jvm_archive.archive_path() == direct
+
+
+def test_a_shared_folder_keeps_the_newest_archives(tmp_path: Path) -> None:
+    """After a build, a folder shared by several Java or Spark installations keeps the new
+    archive and the newest other one (each is 100-150 MB)."""
+    names = ("spark-driver-new.jsa", "spark-driver-old.jsa", "spark-driver-older.jsa")
+    for age, name in enumerate(names):
+        (tmp_path / name).write_bytes(b"x")
+        os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
+    (tmp_path / "notes.txt").write_text("not an archive")
+    removed = jvm_archive.prune(tmp_path / "spark-driver-older.jsa")  # just built
+    assert [p.name for p in removed] == ["spark-driver-old.jsa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt", "spark-driver-new.jsa", "spark-driver-older.jsa"]
