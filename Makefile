@@ -46,9 +46,9 @@ delta-jars: $(STAMP)
 
 # The driver JVM's class-data-sharing archive (snap_spark.jvm_archive): Spark's classes
 # parsed and verified once, mapped by every later driver JVM (a cold spark-submit of 200 lines
-# 16 s -> 9.5 s on 2 cores). Built by one sample run (about 30 s) when Java or Spark changed;
+# 16 s -> 9.5 s on 2 cores). Built by one sample run (40-60 s) when Java or Spark changed;
 # silent when current. Without it jobs run as before.
-jvm-archive: $(STAMP) native
+jvm-archive: $(STAMP)
 	@$(PY) -m snap_spark.jvm_archive build || true
 
 # Spark's Kafka connector (spark-sql-kafka-0-10 of the installed PySpark and its
@@ -127,7 +127,7 @@ $(SAMPLE): | setup
 	$(VENV)/bin/snap-spark sample --agents $(AGENTS) --messages $(MESSAGES) --seed $(SEED) --out $(SAMPLE)
 
 # The driver's Java options of the jobs below: quieter logging, the short-job JVM flags
-# (C1 only, the parallel collector) that snap_spark.session.DRIVER_JVM_FLAGS names and
+# (C1 only, the parallel collector) that snap_spark.jvm_archive.DRIVER_JVM_FLAGS names and
 # explains, and the class archive `make setup` built (snap_spark.jvm_archive; a unit test
 # keeps these equal to what snap-spark submit gives). Recursive (=): read after setup ran.
 DRIVER_JAVA_OPTIONS = -Dlog4j2.configurationFile=conf/log4j2.properties $(shell $(PY) -m snap_spark.jvm_archive flags)

@@ -8,7 +8,7 @@ earlier run (HotSpot's dynamic class-data sharing, ``-XX:ArchiveClassesAtExit`` 
 lines 16.1 s → 9.5 s (three alternated pairs; docs/speed.md).
 
 - ``make setup`` builds the archive (:func:`build`: one ``spark-submit`` of the packaged
-  batch job on a generated 200-line sample, about 30 s, 100-150 MB).
+  batch job on a generated 200-line sample, 40-60 s on 2 cores, 100-150 MB).
 - :func:`driver_jvm_flags` is what every driver JVM that snap-spark starts is given: the
   short-job flags (:data:`DRIVER_JVM_FLAGS`) and, when an archive for
   this exact Java and Spark exists, the flag that maps it. ``build_session``, ``snap-spark

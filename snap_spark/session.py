@@ -45,7 +45,7 @@ DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 #: The Spark setting naming the module Python workers are forked from (``pyspark.daemon``
 #: by default), and snap-spark's: the same daemon, with PySpark imported from its installed
 #: folder instead of Spark's bundled zips (:mod:`snap_spark.spark_path`). Measured on
-#: 2 cores: 0.1 s less CPU per Python task, and 0.7 s less per worker start (bench/README.md).
+#: 2 cores: five tiny jobs on a warm session 3.7 s -> 2.0 s (bench/README.md, session 16).
 WORKER_DAEMON_CONF = "spark.python.daemon.module"
 WORKER_DAEMON_MODULE = "snap_spark.worker_daemon"
 
