@@ -33,7 +33,7 @@ setup: $(STAMP) native delta-jars kafka-jars jvm-archive
 # on: snap-spark then checks with its Python core (the reference; see docs/speed.md,
 # "Two checking cores").
 NATIVE_SO := snap_spark/_native.abi3.so
-NATIVE_SRC := $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
+NATIVE_SRC := $(wildcard native/src/*.rs native/csrc/*.c) native/build.rs native/Cargo.toml native/Cargo.lock native/pyproject.toml
 native: $(NATIVE_SO)
 $(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
 	@$(PY) native/build.py

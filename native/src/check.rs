@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 
-use secp256k1::schnorr::Signature;
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
 
+use crate::batch::{verify_all, verify_one, Pending};
 use crate::jcs;
 use crate::json::{self, json_type, Doc, JStr, Node, Num, ParseError};
 use crate::text::{fmt_seconds, table_text};
@@ -68,7 +68,7 @@ pub struct LineOut {
     pub needs_clock: bool,
     /// The reference core must decide this line (see `json::ParseError::Defer`).
     pub deferred: bool,
-    pub pending: Option<(XOnlyPublicKey, [u8; 64], [u8; 32])>,
+    pub pending: Option<Pending>,
 }
 
 /// Decoded P2TR addresses and parsed x-only keys, kept per thread (agents are few).
@@ -567,7 +567,7 @@ fn check_message(doc: &Doc, msg: u32, record: &Record, clock: Clock, max_drift: 
         let nibble = |c: u8| if c.is_ascii_digit() { c - b'0' } else { c - b'a' + 10 };
         sig[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
     }
-    out.pending = Some((key, sig, digest));
+    out.pending = Some(Pending { key_x: program, key, sig, msg: digest });
 }
 
 /// All checks of one line but the signature verify itself (left in `pending`).
@@ -597,13 +597,31 @@ pub fn check_line(raw: Option<&[u8]>, read_error: Option<&str>, clock: Clock, ma
     out
 }
 
-/// Check 8: run the verify call left in `pending`.
+/// Check 8: run the verify call left in `pending`, one line at a time.
 pub fn finish(out: &mut LineOut) {
-    if let Some((key, sig, digest)) = out.pending.take() {
-        let signature = Signature::from_byte_array(sig);
-        if secp256k1::schnorr::verify(&signature, &digest, &key).is_err() {
-            out.auth_code = Some(SIGNATURE_INVALID);
-            out.auth_detail = Some("signature does not verify against from's tweaked key".into());
+    if let Some(item) = out.pending.take() {
+        settle_verdict(out, verify_one(&item));
+    }
+}
+
+/// Check 8 for many lines: their signatures checked in batches (`batch::verify_all`), with
+/// the verdicts one verify each would give.
+pub fn finish_all(outs: &mut [LineOut]) {
+    let verdicts = {
+        let items: Vec<&Pending> = outs.iter().filter_map(|o| o.pending.as_ref()).collect();
+        verify_all(&items)
+    };
+    let mut verdicts = verdicts.into_iter();
+    for out in outs.iter_mut() {
+        if out.pending.take().is_some() {
+            settle_verdict(out, verdicts.next().expect("one verdict per signature"));
         }
+    }
+}
+
+fn settle_verdict(out: &mut LineOut, verifies: bool) {
+    if !verifies {
+        out.auth_code = Some(SIGNATURE_INVALID);
+        out.auth_detail = Some("signature does not verify against from's tweaked key".into());
     }
 }

@@ -9,6 +9,7 @@
 //! The GIL is released for all of the checking; the lines are split across `threads`
 //! threads when a task owns more than one core.
 
+pub mod batch;
 pub mod check;
 pub mod jcs;
 pub mod json;
@@ -28,7 +29,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
-use check::{check_line, finish, Clock, KeyCache, LineOut};
+use check::{check_line, finish_all, Clock, KeyCache, LineOut};
 
 const SCHEMA_NAME: &CStr = c"arrow_schema";
 const ARRAY_NAME: &CStr = c"arrow_array";
@@ -125,9 +126,7 @@ fn check_range(lines: &Lines, errors: &[Option<String>], clocks: &[Clock], start
             check_line(lines.get(i), errors[i].as_deref(), clock, max_drift, &mut keys)
         })
         .collect();
-    for line in out.iter_mut() {
-        finish(line);
-    }
+    finish_all(&mut out);
     out
 }
 
@@ -392,10 +391,56 @@ fn fold_tasks<'py>(
     }
 }
 
+fn pending_of(items: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> PyResult<Vec<Option<batch::Pending>>> {
+    items.iter().map(|(key, sig, msg)| {
+        let key_x: [u8; 32] = key.as_slice().try_into().map_err(|_| PyValueError::new_err("a key is 32 bytes"))?;
+        let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| PyValueError::new_err("a signature is 64 bytes"))?;
+        let msg: [u8; 32] = msg.as_slice().try_into().map_err(|_| PyValueError::new_err("a message is 32 bytes"))?;
+        Ok(secp256k1::XOnlyPublicKey::from_byte_array(key_x).ok()
+            .map(|key| batch::Pending { key_x, key, sig, msg }))
+    }).collect()
+}
+
+/// verify_signatures(items, batched=True)
+///
+/// Whether each BIP-340 signature of `items` (`(x-only key, signature, 32-byte message)`
+/// byte triples) verifies: in batches as check 8 does (`batched`), or one verify each.
+/// A key that is no curve point makes its item `False`.
+#[pyfunction]
+#[pyo3(signature = (items, batched=true))]
+fn verify_signatures(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>, batched: bool) -> PyResult<Vec<bool>> {
+    let pending = pending_of(&items)?;
+    Ok(py.detach(|| {
+        let present: Vec<&batch::Pending> = pending.iter().flatten().collect();
+        let verdicts = if batched {
+            batch::verify_all(&present)
+        } else {
+            present.iter().map(|p| batch::verify_one(p)).collect()
+        };
+        let mut verdicts = verdicts.into_iter();
+        pending.iter().map(|p| p.is_some() && verdicts.next().expect("a verdict")).collect()
+    }))
+}
+
+/// batch_holds(items)
+///
+/// Whether one batch equation over all of `items` holds (see `verify_signatures`):
+/// `True` means every signature verifies; `False`, that at least one does not.
+#[pyfunction]
+fn batch_holds(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> PyResult<bool> {
+    let pending = pending_of(&items)?;
+    if pending.iter().any(Option::is_none) {
+        return Ok(false);
+    }
+    Ok(py.detach(|| batch::batch_holds(&pending.iter().flatten().collect::<Vec<_>>())))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
     m.add_function(wrap_pyfunction!(fold_tasks, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_signatures, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_holds, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
