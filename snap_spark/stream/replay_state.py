@@ -97,7 +97,9 @@ Example (with a SparkSession ``spark`` and a candidates stream)::
 
 from __future__ import annotations
 
+import base64
 import math
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
@@ -162,12 +164,15 @@ VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_n
                           "auth_code", "passthrough")
 
 #: A bucket's state: its keys as one JSON object (key -> [when ``expire`` will have
-#: dropped it whole, its ReplayKeyState]) cut into pieces of :data:`CHUNK_CHARS` held in a
-#: ``ListState`` (a single multi-MB ``ValueState`` breaks the state server's pickle
-#: framing, and a list of one row per key makes RocksDB merge the list element by element:
-#: minutes for 200k keys), and a ``ValueState`` with the bucket's one timer.
+#: dropped it whole, its ReplayKeyState]), compressed (:func:`encode_bucket`), cut into
+#: pieces of :data:`CHUNK_CHARS` held in a ``ListState`` (a single multi-MB ``ValueState``
+#: breaks the state server's pickle framing, and a list of one row per key makes RocksDB
+#: merge the list element by element: minutes for 200k keys), and a ``ValueState`` with
+#: the bucket's one timer.
 STATE_SCHEMA: Final = "chunk string"
 CHUNK_CHARS: Final = 256 * 1024
+#: Starts a bucket's compressed state text (:func:`encode_bucket`); JSON never starts so.
+COMPRESSED_MARK: Final = "z1:"
 STATE_NAME: Final = "replay"
 TIMER_SCHEMA: Final = "timer_ms long"
 TIMER_NAME: Final = "replay_timer"
@@ -397,6 +402,42 @@ def expiry_ms(state: ReplayKeyState, window: float) -> int:
     return math.ceil((newest + window) * 1000) + 1
 
 
+def encode_bucket(keys: Mapping[str, Any]) -> str:
+    """A bucket's keys as the text its state holds: their JSON object, compressed (zlib,
+    level 1) and in base64 after the :data:`COMPRESSED_MARK`.
+
+    The bucket is written whole every micro-batch that touches it, through the state
+    server: its JSON repeats file names and keys' prefixes, and compressed it is about a
+    fifth (base64 included; 7.6 MB of JSON for 25k keys -> 1.5 MB), which the state server
+    moves that much faster.
+
+    Examples:
+        >>> text = encode_bucket({"key": [1, {"candidates": []}]})
+        >>> text.startswith(COMPRESSED_MARK), decode_bucket(text)
+        (True, {'key': [1, {'candidates': []}]})
+    """
+    packed = zlib.compress(orjson.dumps(dict(keys)), 1)
+    return COMPRESSED_MARK + base64.b64encode(packed).decode("ascii")
+
+
+def decode_bucket(text: str) -> dict[str, Any]:
+    """The keys :func:`encode_bucket` stored; plain JSON (what checkpoints written before
+    compression hold) is read as it is.
+
+    Examples:
+        >>> decode_bucket('{"key": [1, null]}'), decode_bucket("")
+        ({'key': [1, None]}, {})
+    """
+    if not text:
+        return {}
+    if text.startswith(COMPRESSED_MARK):
+        keys: dict[str, Any] = orjson.loads(
+            zlib.decompress(base64.b64decode(text[len(COMPRESSED_MARK):])))
+    else:
+        keys = orjson.loads(text)
+    return keys
+
+
 def _watermark(timer_values: TimerValues) -> float | None:
     """The batch's event-time watermark in seconds, ``None`` before the first one."""
     ms = timer_values.getCurrentWatermarkInMs()
@@ -441,8 +482,7 @@ class ReplayStateProcessor(StatefulProcessor):
             return {}, None
         stored = self._timer.get()
         timer_ms = None if stored is None or stored[0] is None else int(stored[0])
-        text = "".join(row[0] for row in self._keys.get())
-        return (orjson.loads(text) if text else {}), timer_ms
+        return decode_bucket("".join(row[0] for row in self._keys.get())), timer_ms
 
     def _save(self, keys: dict[str, Any], timer_ms: int | None) -> None:
         """Store the bucket (or delete it when empty) with one timer at its first expiry."""
@@ -457,7 +497,7 @@ class ReplayStateProcessor(StatefulProcessor):
             if timer_ms is not None:
                 self._handle.deleteTimer(timer_ms)
             self._handle.registerTimer(wanted)
-        text = orjson.dumps(keys).decode()
+        text = encode_bucket(keys)
         self._keys.put([(text[i:i + CHUNK_CHARS],) for i in range(0, len(text), CHUNK_CHARS)])
         self._timer.update((wanted,))
 
@@ -505,6 +545,13 @@ class ReplayStateProcessor(StatefulProcessor):
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
             if entry is None and end == start + 1:
+                if landing:
+                    # landing mode reports nothing for such a key: only its new state
+                    fresh = fresh_entry(records[start], watermark, window)
+                    if fresh is not None:
+                        keys[name] = fresh
+                        start = end
+                        continue
                 # A key seen once (most keys): the driver's own shortcut for it, called
                 # directly; step_key gives the same (tests/stream/test_replay_state.py).
                 candidate = _candidate(records[start])
@@ -648,6 +695,37 @@ def step_key(state: ReplayKeyState, records: list[tuple[Any, ...]], watermark: f
     if changed:
         out.extend((v.candidate, v.duplicate_of, True, True) for v in changed)
     return state, out
+
+
+def fresh_entry(record: tuple[Any, ...], watermark: float | None, window: float
+                ) -> list[Any] | None:
+    """A bucket's entry (``[expiry_ms, plain state]``) for a key without state that one
+    ``record`` of the batch brings (see :func:`step_key`), built directly: equal to
+    ``[expiry_ms(s, window), s.to_plain()]`` for ``s = fresh_state(_candidate(record),
+    watermark)``, without the objects between (a hot path: most keys of a stream).
+    ``None`` when the record is received before ``watermark`` (the general fold decides it).
+
+    Examples:
+        >>> record = ("s", "m", 10.0, "f", 3, None, "k")
+        >>> expiry, plain = fresh_entry(record, 5.0, 120.0)
+        >>> expiry, plain["candidates"], plain["horizon"]
+        (130001, [[10.0, None, ['k', 3], ['f', 3], None]], 5.0)
+        >>> state = fresh_state(_candidate(record), 5.0)
+        >>> fresh_entry(record, 5.0, 120.0) == [expiry_ms(state, 120.0), state.to_plain()]
+        True
+        >>> fresh_entry(record, 11.0, 120.0) is None
+        True
+    """
+    _s, _m, received_at, source_file, line_no, auth_code, file_key = record
+    received_at = float(received_at)
+    if watermark is not None and received_at < watermark:
+        return None
+    # pandas hands a nullable int column over as floats with NaN for null
+    code = None if auth_code is None or auth_code != auth_code else int(auth_code)
+    line = int(line_no)
+    return [math.ceil((received_at + window) * 1000) + 1,
+            {"candidates": [[received_at, code, [file_key, line], [source_file, line], None]],
+             "anchor": None, "horizon": watermark}]
 
 
 def _candidate(record: tuple[Any, ...]) -> ReplayCandidate:

@@ -34,12 +34,15 @@ from snap_spark.stream.replay_state import (
     BUCKETS_PER_PARTITION,
     CANDIDATE_SCHEMA,
     CHANGELOG_CONF,
+    COMPRESSED_MARK,
     DEFAULT_BUCKETS,
     LAYOUT_FILE,
+    STATE_NAME,
     VERDICT_SCHEMA,
     ReplayStateProcessor,
     _candidate,
     configure_state_store,
+    decode_bucket,
     expiry_ms,
     replay_verdicts,
     state_buckets,
@@ -548,6 +551,45 @@ def test_processor_equals_step_key_per_key(batches: list[list[tuple[str, float, 
             v.to_plain()))] for k, v in states.items()}
         latest = max(T0 + at for _, at, _ in batch)
         newest = latest if newest is None else max(newest, latest)
+
+
+@pytest.mark.parametrize("landing", [False, True])
+def test_a_bucket_stored_as_plain_json_is_read_and_then_stored_compressed(
+        tmp_path: Path, landing: bool) -> None:
+    """Checkpoints written before the state was compressed hold each bucket as plain JSON:
+    the processor reads it, decides the next batch as from the same state compressed, and
+    stores the bucket compressed from then on."""
+    def frame(rows: list[tuple[str, float, int]]) -> pd.DataFrame:
+        out = pd.DataFrame([("bc1p", m, T0 + at, "drop.jsonl", line, None, "key", None)
+                            for m, at, line in rows],
+                           columns=["sender", "msg_id", "received_at", "source_file",
+                                    "line_no", "auth_code", "file_key", "task_id"])
+        out["auth_code"] = out["auth_code"].astype("float64")
+        return out
+
+    first = [("m1", 0.0, 1), ("m2", 5.0, 2), ("m2", 7.0, 3), ("m3", 9.0, 4)]
+    second = [("m1", 30.0, 5), ("m2", 31.0, 6), ("m4", 32.0, 7), ("m4", 33.0, 8)]
+    outputs, stored = [], []
+    for plain in (False, True):
+        where = tmp_path / f"candidates-{plain}"
+        processor = ReplayStateProcessor(WINDOW, str(where) if landing else None)
+        handle = _FakeHandle()
+        processor.init(handle)  # type: ignore[arg-type]
+        list(processor.handleInputRows((0,), iter([frame(first)]), _FakeTimer(0)))
+        state = handle.states[STATE_NAME]
+        text = "".join(row[0] for row in state.value)
+        assert text.startswith(COMPRESSED_MARK)
+        if plain:  # what an older checkpoint holds: the same keys as plain JSON
+            state.value = [(json.dumps(decode_bucket(text)),)]
+        out = list(processor.handleInputRows((0,), iter([frame(second)]), _FakeTimer(0)))
+        rows = pd.concat(out).drop(columns=["passthrough"]).astype(object)
+        outputs.append(rows.where(rows.notna(), None).to_dict("records"))
+        after = "".join(row[0] for row in state.value)
+        assert after.startswith(COMPRESSED_MARK)
+        stored.append(decode_bucket(after))
+    assert outputs[0] == outputs[1]
+    assert stored[0] == stored[1] and set(stored[0]) == {f"bc1p\n{m}" for m in
+                                                          ("m1", "m2", "m3", "m4")}
 
 
 @pytest.mark.parametrize("partitions", [2, 3])

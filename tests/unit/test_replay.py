@@ -10,10 +10,12 @@ a watermark) must end with the reference's verdicts and details.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -424,6 +426,30 @@ def test_the_fresh_key_shortcut_is_the_general_fold(
     else:
         assert first == slow.state
         assert slow.decisions == [ReplayDecision(None, (), True)]
+
+
+@given(received=received_times, behind=st.one_of(st.none(), st.floats(-1e6, 1e6)),
+       code=st.sampled_from([None, math.nan, 2001, 2002.0]), window=st.floats(0, 1e5),
+       line=st.one_of(st.integers(1, 10**9), st.integers(1, 10**6).map(float)))
+def test_the_stream_s_fresh_entry_is_the_fresh_state(
+        received: float, behind: float | None, code: float | None, window: float,
+        line: float) -> None:
+    """The stream's direct entry for a new key seen once (:func:`fresh_entry`, landing
+    mode) equals the state :func:`fresh_state` gives for it, stored as the processor stores
+    it (expiry and plain form, through JSON as well); the record's fields come as pandas
+    hands them over (an int column with a null as floats, NaN for the null)."""
+    from snap_spark.stream.replay_state import _candidate, expiry_ms, fresh_entry
+
+    watermark = None if behind is None else received - behind
+    record = ("bc1p-sender", "msg-1", received, "file:///in/a.jsonl", line, code, "key")
+    state = fresh_state(_candidate(record), watermark)
+    entry = fresh_entry(record, watermark, window)
+    if state is None:
+        assert entry is None
+    else:
+        expected = [expiry_ms(state, window), state.to_plain()]
+        assert entry == expected
+        assert orjson.dumps(entry) == orjson.dumps(expected)
 
 
 # -- examples of the edges --------------------------------------------------------------------
