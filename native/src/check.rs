@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
 
-use crate::batch::{verify_all, verify_one, Pending};
+use crate::batch::{verify_all, Pending};
 use crate::jcs;
 use crate::json::{self, json_type, Doc, JStr, Node, Num, ParseError};
 use crate::text::{fmt_seconds, table_text};
@@ -570,7 +570,8 @@ fn check_message(doc: &Doc, msg: u32, record: &Record, clock: Clock, max_drift: 
     out.pending = Some(Pending { key_x: program, key, sig, msg: digest });
 }
 
-/// All checks of one line but the signature verify itself (left in `pending`).
+/// All checks of one line but the signature verify itself (left in `pending` for
+/// `finish_all`).
 pub fn check_line(raw: Option<&[u8]>, read_error: Option<&str>, clock: Clock, max_drift: f64,
                   keys: &mut KeyCache) -> LineOut {
     let record = parse_line(raw);
@@ -595,13 +596,6 @@ pub fn check_line(raw: Option<&[u8]>, read_error: Option<&str>, clock: Clock, ma
     let msg = record.message.expect("a message");
     check_message(doc, msg, &record, clock, max_drift, keys, &mut out);
     out
-}
-
-/// Check 8: run the verify call left in `pending`, one line at a time.
-pub fn finish(out: &mut LineOut) {
-    if let Some(item) = out.pending.take() {
-        settle_verdict(out, verify_one(&item));
-    }
 }
 
 /// Check 8 for many lines: their signatures checked in batches (`batch::verify_all`), with

@@ -123,7 +123,6 @@ from snap_spark.protocol.replay import (
     ReplayKeyState,
     duplicate_detail,
     fold_candidates,
-    fresh_state,
     line_name,
 )
 from snap_spark.protocol.verdict import candidate_code
@@ -545,21 +544,15 @@ class ReplayStateProcessor(StatefulProcessor):
             name = f"{sender}\n{msg_id}"
             entry = keys.get(name)
             if entry is None and end == start + 1:
-                if landing:
-                    # landing mode reports nothing for such a key: only its new state
-                    fresh = fresh_entry(records[start], watermark, window)
-                    if fresh is not None:
-                        keys[name] = fresh
-                        start = end
-                        continue
-                # A key seen once (most keys): the driver's own shortcut for it, called
-                # directly; step_key gives the same (tests/stream/test_replay_state.py).
-                candidate = _candidate(records[start])
-                state = fresh_state(candidate, watermark)
-                if state is not None:
-                    keys[name] = [expiry_ms(state, window), state.to_plain()]
+                # A key seen once (most keys): the driver's own shortcut for it, its entry
+                # built directly; step_key gives the same (tests/stream/test_replay_state.py,
+                # tests/unit/test_replay.py).
+                fresh = fresh_entry(records[start], watermark, window)
+                if fresh is not None:
+                    keys[name] = fresh
                     if not landing:  # landing mode reports only 2006 and inexact rows
-                        out.append((sender, msg_id, candidate, None, False, True))
+                        out.append((sender, msg_id, _candidate(records[start]), None, False,
+                                    True))
                     start = end
                     continue
             state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
@@ -710,6 +703,7 @@ def fresh_entry(record: tuple[Any, ...], watermark: float | None, window: float
         >>> expiry, plain = fresh_entry(record, 5.0, 120.0)
         >>> expiry, plain["candidates"], plain["horizon"]
         (130001, [[10.0, None, ['k', 3], ['f', 3], None]], 5.0)
+        >>> from snap_spark.protocol.replay import fresh_state
         >>> state = fresh_state(_candidate(record), 5.0)
         >>> fresh_entry(record, 5.0, 120.0) == [expiry_ms(state, 120.0), state.to_plain()]
         True
