@@ -55,6 +55,9 @@ class RowUpdates:
     ``rows`` is an Arrow table of the ``keys`` columns, optionally the table's partition
     columns (the search is then limited to those partitions), and the columns to set. Each
     row of ``rows`` must find exactly one table row; the keys must be unique in ``rows``.
+    ``file_prefix`` starts the names of the rewritten files a backend writes itself (a
+    run's :func:`snap_spark.pipeline.runs.file_prefix`, so that what a run killed before its
+    commit wrote is swept as that run's leftovers); ``None``: ``part-updated``.
 
     Examples:
         >>> import pyarrow as pa
@@ -64,6 +67,7 @@ class RowUpdates:
 
     rows: pa.Table
     keys: tuple[str, ...]
+    file_prefix: str | None = None
 
     @property
     def columns(self) -> list[str]:

@@ -631,7 +631,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     found = [0] * len(key_rows)
     removed: list[RemovedFile] = []
     writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
-                                   file_prefix=f"part-updated-{uuid.uuid4().hex[:12]}")
+                                   file_prefix=f"{updates.file_prefix or 'part-updated'}-"
+                                               f"{uuid.uuid4().hex[:12]}")
     try:
         for index, (log_path, values) in enumerate(zip(paths, typed, strict=True)):
             if wanted_parts is not None and values not in wanted_parts:

@@ -476,7 +476,7 @@ def _commit_messages(
     saved = landed.snapshot()
     read_version = table_version(table_uri(msg_path))
     updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
-                                   also_keys, version=read_version)
+                                   also_keys, version=read_version, ingest_id=ingest_id)
     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
     uncommitted.append((msg_root, msg_files))
     run_keys: set[tuple[str, str]] | None = None
@@ -507,7 +507,8 @@ def _commit_messages(
                     landed.restore(saved)
                     updates = _decide_against_lake(spark, lake, msg_path, landed, settings,
                                                    candidates, also_keys,
-                                                   version=landed_since.version)
+                                                   version=landed_since.version,
+                                                   ingest_id=ingest_id)
                     delete_data_files(msg_root, msg_files)
                     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
                     uncommitted[-1] = (msg_root, msg_files)
@@ -604,7 +605,7 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,
                          settings: VerifySettings, candidates: Any, also_keys: Any = None,
-                         version: int | None = None) -> Any:
+                         version: int | None = None, ingest_id: str | None = None) -> Any:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
@@ -623,7 +624,14 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
         log(f"replay store: {decided.keys} message id(s) also in the lake; "
             f"{decided.changes.num_rows} earlier row(s) change verdict")
     landed.apply_lake_decisions(decided.redecided)
-    return RowUpdates(decided.changes, UPDATE_KEYS) if decided.changes.num_rows else None
+    if not decided.changes.num_rows:
+        return None
+    from snap_spark.pipeline.runs import file_prefix
+
+    # the rewritten files carry the run's tag: a run killed before its commit leaves them
+    # to the next sweep (clean_leftovers), as its other files
+    return RowUpdates(decided.changes, UPDATE_KEYS,
+                      None if ingest_id is None else file_prefix(ingest_id, "updated"))
 
 
 def _small(landed: LandedPass) -> bool:
