@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from snap_spark.session import _local_workers_import_snap_spark
-from snap_spark.spark_path import drop_bundled_zips
+from snap_spark.spark_path import drop_bundled_zips, drop_python_free_jars
 
 
 def _spark_home(root: Path, bundled_version: str, installed_version: str | None) -> list[str]:
@@ -72,6 +72,56 @@ def test_the_installed_pyspark_s_own_zips_match_its_folder() -> None:
     path = [*zips, site]
     assert sorted(drop_bundled_zips(path, imported=())) == zips
     assert path == [site]
+
+
+def _jar(path: Path, names: list[str]) -> str:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"\xca\xfe\xba\xbe")
+    return str(path)
+
+
+def test_spark_s_jar_goes_when_it_holds_no_python(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its cached importers (the archive's and its folders') are forgotten with it:
+    ``importlib.invalidate_caches`` re-reads the index of every importer it finds cached."""
+    classes = _jar(tmp_path / "spark-core_2.13-4.0.1.jar", ["org/apache/spark/A.class",
+                                                            "META-INF/MANIFEST.MF"])
+    other = _jar(tmp_path / "delta-spark_2.13-4.0.0.jar", ["io/delta/B.class"])
+    cache = {classes: object(), classes + "/org": object(), other: object(),
+             str(tmp_path): object()}
+    monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
+    path = [classes, "/usr/lib/python3.11", other]
+    assert drop_python_free_jars(path) == [classes]
+    assert path == ["/usr/lib/python3.11", other]
+    assert set(sys.path_importer_cache) == {other, str(tmp_path)}
+
+
+@pytest.mark.parametrize("module", ["pyspark/__init__.py", "x/y.pyc", "native.so"])
+def test_a_jar_holding_python_stays(tmp_path: Path, module: str) -> None:
+    jar = _jar(tmp_path / "spark-core_2.13-4.0.1.jar", ["org/A.class", module])
+    path = [jar]
+    assert drop_python_free_jars(path) == []
+    assert path == [jar]
+
+
+def test_an_unreadable_jar_stays(tmp_path: Path) -> None:
+    broken = tmp_path / "spark-core_2.13-4.0.1.jar"
+    broken.write_bytes(b"not a zip")
+    path = [str(broken), str(tmp_path / "spark-core_2.13-9.9.9.jar")]  # the second is absent
+    assert drop_python_free_jars(path) == []
+    assert len(path) == 2
+
+
+def test_the_installed_spark_s_own_jar_holds_no_python() -> None:
+    """The JAR Spark really puts on its workers' path (``SparkContext.jarOfObject``)."""
+    import pyspark
+
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar"))
+    assert len(jars) == 1
+    path = [str(jars[0])]
+    assert drop_python_free_jars(path) == [str(jars[0])]
+    assert path == []
 
 
 def test_the_daemon_is_only_chosen_where_the_workers_can_import_it(
