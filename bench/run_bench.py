@@ -415,15 +415,19 @@ def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 
     try:
         while not spark.streams.active and runner.is_alive():
             time.sleep(0.1)
-        warmup = work / "warmup.jsonl"  # lines the timed files do not hold
-        warmup.write_bytes(b"\n".join(lines[-rate:]) + b"\n")
+        # the warm-up file: the corpus's first lines, the timed files the ones after them,
+        # so receipt times only move forward, as on a live feed (before session 18 it held
+        # the corpus's last lines: every timed line then arrived hours behind the
+        # watermark, and nearly every candidate was decided again against the lake)
+        warmup = work / "warmup.jsonl"
+        warmup.write_bytes(b"\n".join(lines[:rate]) + b"\n")
         warmup.rename(landing / warmup.name)
         deadline = time.time() + 300
         while not committed() and time.time() < deadline and runner.is_alive():
             time.sleep(0.1)
         started = time.time()
         for i in range(seconds):
-            part = lines[(i * rate) % len(lines):][:rate]
+            part = lines[((i + 1) * rate) % len(lines):][:rate]
             aside = work / f"drop-{i:04d}.jsonl"
             aside.write_bytes(b"\n".join(part) + b"\n")
             aside.rename(landing / aside.name)
