@@ -323,8 +323,37 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
     table = open_table(storage.delta_table_uri(path), version)
     if table is None:
         return None
-    return table.to_pyarrow_table(columns=list(columns) if columns is not None else None,
-                                  filters=where)
+    if columns is None:
+        return table.to_pyarrow_table(filters=where)
+    # The dataset of only the columns read and filtered on: delta-rs attaches each file's
+    # statistics to its fragment as an expression over every column of the schema it is
+    # given, which on the whole schema cost more than the scan (messages of 40 files:
+    # 96-156 ms to build, growing with the files, against 21 ms for four columns).
+    import pyarrow as pa
+
+    schema = pa.schema(table.schema().to_arrow())
+    wanted = set(columns) | _fields_named(where, schema.names) | set(table.metadata()
+                                                                     .partition_columns)
+    dataset = table.to_pyarrow_dataset(schema=pa.schema(
+        [field for field in schema if field.name in wanted]))
+    return dataset.to_table(columns=list(columns), filter=where)
+
+
+def _fields_named(where: Any, names: Sequence[str]) -> set[str]:
+    """The names among ``names`` that the ``pyarrow.compute`` expression ``where`` refers to
+    (a name that only looks like a reference may be included: one column more is read; a
+    column left out would make the scan fail, never give other rows).
+
+    Examples:
+        >>> import pyarrow.compute as pc
+        >>> sorted(_fields_named(pc.field("msg_id").is_valid() & (pc.field("a") > 1),
+        ...                      ["a", "msg_id", "sender"]))
+        ['a', 'msg_id']
+    """
+    if where is None:
+        return set()
+    text = str(where)
+    return {name for name in names if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)}
 
 
 def table_present(path: str) -> bool:
