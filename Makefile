@@ -24,9 +24,15 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup native jvm-archive test-fast test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
+.PHONY: setup native jvm-archive spark-path test-fast test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
 
-setup: $(STAMP) native delta-jars kafka-jars jvm-archive
+setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
+
+# A start-up file in .venv's site-packages: every Python process of .venv imports PySpark
+# from its installed folder, also those Spark starts with its bundled zips first on the
+# path (snap_spark/spark_path.py: a stream query's first micro-batch 1 s sooner).
+spark-path: $(STAMP)
+	@$(PY) -c 'from snap_spark.spark_path import install_pth; install_pth()'
 
 # The native checking core (snap_spark._native, Rust): built by maturin from native/ into
 # snap_spark/ when its sources change. Without cargo it says so in one line and setup goes
