@@ -288,6 +288,49 @@ def test_replace_and_updates_in_one_commit(spark: SparkSession, lake: DeltaRsLak
     assert DeltaTable(path).version() == 2  # files and update in one commit
 
 
+def test_rows_rewritten_for_a_run_carry_its_tag_and_a_dead_run_s_are_swept(
+    spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
+) -> None:
+    """Updated rows are copied into files named with the run's tag (``RowUpdates.file_prefix``):
+    committed, they are the table's; written by a run that died before its commit, the
+    next sweep (``clean_leftovers``) removes them as that run's leftovers."""
+    from snap_spark.lake.delta_rs import rewrite_updated
+    from snap_spark.pipeline.runs import RUNS_FOLDER, RunMarker, clean_leftovers, file_prefix
+
+    lake_dir = tmp_path / "lake"
+    path = str(lake_dir / "messages")
+    schema = messages(spark, range(0)).schema
+    assert add_rows(spark, lake, path, messages(spark, range(6)), app_id="q", version=0)
+    committer, dead = "c" * 32, "d" * 32
+    before = parquet_names(path)
+    updates = RowUpdates(pa.table({"id": [1], "score": [-1.0]}), ("id",),
+                         file_prefix(committer, "updated"))
+    root, files = write_files(lake, path, messages(spark, range(10, 11)))
+    assert commit_data_files(spark, lake, path, root, files, schema=schema, app_id="q",
+                             version=1, updates=updates)
+    rewritten = {n for n in parquet_names(path) - before
+                 if n.startswith(f"part-{'c' * 16}-updated-")}
+    assert len(rewritten) == 1 and stray_files(path) == set()
+
+    table = DeltaTable(path)
+    committed = (table.version(), sorted((r["id"], r["score"]) for r in delta_rows(
+        path, "select id, score from t")))
+    before = parquet_names(path)
+    rewrite_updated(path, RowUpdates(pa.table({"id": [2], "score": [-2.0]}), ("id",),
+                                     file_prefix(dead, "updated")),
+                    schema, table.metadata().partition_columns)  # and then killed
+    left = parquet_names(path) - before
+    assert left and all(n.startswith(f"part-{'d' * 16}-updated-") for n in left)
+    runs = lake_dir / RUNS_FOLDER
+    runs.mkdir()
+    (runs / f"{dead}.json").write_bytes(RunMarker(dead, pid=2**22 + 17).to_json())
+    cleaned = clean_leftovers(str(lake_dir), ["messages"])
+    assert cleaned.runs == [dead] and {Path(f).name for f in cleaned.files} == left
+    assert parquet_names(path) == before
+    assert (DeltaTable(path).version(), sorted((r["id"], r["score"]) for r in delta_rows(
+        path, "select id, score from t"))) == committed
+
+
 def test_a_version_conflict_keeps_the_files_for_the_retry(
     spark: SparkSession, lake: DeltaRsLake, tmp_path: Path
 ) -> None:
