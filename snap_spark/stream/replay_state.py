@@ -105,7 +105,6 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -128,6 +127,7 @@ from snap_spark.protocol.replay import (
 from snap_spark.protocol.verdict import candidate_code
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 #: Spark setting naming the state store provider, and the provider
@@ -644,6 +644,8 @@ def _landing_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, boo
         if not exact:
             texts.append(orjson.dumps({"kind": "inexact", "sender": sender,
                                        "msg_id": msg_id}).decode())
+    import pandas as pd
+
     frame = pd.DataFrame({name: [None] * len(texts) for name in VERDICT_COLUMNS},
                          columns=list(VERDICT_COLUMNS))
     frame["changed"] = False
@@ -745,6 +747,8 @@ def _verdict_frame(rows: list[tuple[str, str, ReplayCandidate, float | None, boo
         >>> _verdict_frame([("a", "m", c, 10.0, False, True)]).to_dict("records")[0]["code"]
         2006
     """
+    import pandas as pd
+
     return pd.DataFrame(
         [(sender, msg_id, c.ref[0], c.order[0], c.ref[1], c.received_at,  # type: ignore[index]
           candidate_code(c.auth_code, dup is not None), dup, changed, exact, c.auth_code,
@@ -759,6 +763,8 @@ def _state_keys_frame(bucket: int, keys: int) -> pd.DataFrame:
     row.update(changed=False, exact=True,
                passthrough=orjson.dumps({"kind": STATE_KEYS_KIND, "bucket": bucket,
                                          "keys": keys}).decode())
+    import pandas as pd
+
     return pd.DataFrame([row], columns=list(VERDICT_COLUMNS))
 
 
@@ -780,6 +786,8 @@ def state_keys(rows: Iterable[Mapping[str, Any]], known: dict[int, int] | None =
 
 def _passed_through(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """Rows that are not candidates (null key, ``passthrough`` set), out unchanged."""
+    import pandas as pd
+
     for frame in rows:
         kept = frame[frame[PASSTHROUGH].notna()]
         if len(kept):

@@ -30,6 +30,24 @@ def test_protocol_imports_no_spark() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_the_replay_processor_s_module_imports_no_pandas_or_arrow() -> None:
+    """Spark unpickles the replay state processor on the driver, in a fresh interpreter
+    started at each stream query's first micro-batch, only to learn its state's schemas:
+    that interpreter imports PySpark's own driver worker and this module, and pandas and
+    pyarrow (0.7 s of imports, measured) would be paid there for nothing."""
+    code = (
+        "import sys\n"
+        "import pyspark.sql.streaming.transform_with_state_driver_worker\n"
+        "import snap_spark.stream.replay_state as m\n"
+        "m.ReplayStateProcessor(120.0)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('pandas', 'pyarrow'))\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_no_shipped_module_reads_a_test_variable() -> None:
     """Fault injection lives in the tests (:mod:`tests.hold`), not in shipped code: no module
     under ``snap_spark/`` reads an environment variable whose name says ``HOLD`` or
