@@ -8,11 +8,13 @@ final verdict of a row is its last output row (later batches win, as in an upser
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
 import random
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from snap_spark.protocol.replay import (
     replayed_rows,
 )
 from snap_spark.stream.replay_state import (
+    ARROW_MARK,
     BUCKET_COLUMN,
     BUCKETS_PER_PARTITION,
     CANDIDATE_SCHEMA,
@@ -476,8 +479,12 @@ class _FakeState:
 
 
 class _FakeHandle:
+    """The processor's handle without Spark's state server (which only a running query
+    starts): state held in memory, timers pending as a set."""
+
     def __init__(self) -> None:
         self.states: dict[str, _FakeState] = {}
+        self.timers: set[int] = set()
 
     def getListState(self, name: str, _schema: str) -> _FakeState:
         return self.states.setdefault(name, _FakeState())
@@ -485,11 +492,11 @@ class _FakeHandle:
     def getValueState(self, name: str, _schema: str) -> _FakeState:
         return self.states.setdefault(name, _FakeState())
 
-    def registerTimer(self, _ms: int) -> None:
-        pass
+    def registerTimer(self, ms: int) -> None:
+        self.timers.add(ms)
 
-    def deleteTimer(self, _ms: int) -> None:
-        pass
+    def deleteTimer(self, ms: int) -> None:
+        self.timers.discard(ms)
 
 
 class _FakeTimer:
@@ -553,43 +560,110 @@ def test_processor_equals_step_key_per_key(batches: list[list[tuple[str, float, 
         newest = latest if newest is None else max(newest, latest)
 
 
-@pytest.mark.parametrize("landing", [False, True])
-def test_a_bucket_stored_as_plain_json_is_read_and_then_stored_compressed(
-        tmp_path: Path, landing: bool) -> None:
-    """Checkpoints written before the state was compressed hold each bucket as plain JSON:
-    the processor reads it, decides the next batch as from the same state compressed, and
-    stores the bucket compressed from then on."""
-    def frame(rows: list[tuple[str, float, int]]) -> pd.DataFrame:
-        out = pd.DataFrame([("bc1p", m, T0 + at, "drop.jsonl", line, None, "key", None)
-                            for m, at, line in rows],
-                           columns=["sender", "msg_id", "received_at", "source_file",
-                                    "line_no", "auth_code", "file_key", "task_id"])
-        out["auth_code"] = out["auth_code"].astype("float64")
-        return out
+def _frame(rows: list[tuple[str, float, int]]) -> pd.DataFrame:
+    """Candidate rows ``(msg_id, seconds after T0, line)`` as the processor gets them."""
+    out = pd.DataFrame([("bc1p", m, T0 + at, "drop.jsonl", line, None, "key", None)
+                        for m, at, line in rows],
+                       columns=["sender", "msg_id", "received_at", "source_file",
+                                "line_no", "auth_code", "file_key", "task_id"])
+    out["auth_code"] = out["auth_code"].astype("float64")
+    return out
 
+
+def _older_text(keys: dict[str, Any], form: str) -> str:
+    """A bucket as checkpoints of earlier versions hold it: its keys' JSON object, plain
+    or zlib-compressed in base64 after ``z1:``."""
+    text = json.dumps(keys)
+    if form == "plain":
+        return text
+    return COMPRESSED_MARK + base64.b64encode(zlib.compress(text.encode(), 1)).decode()
+
+
+@pytest.mark.parametrize("form", ["plain", "compressed"])
+@pytest.mark.parametrize("landing", [False, True])
+def test_a_bucket_stored_by_an_earlier_version_is_read_and_then_stored_as_arrow(
+        tmp_path: Path, landing: bool, form: str) -> None:
+    """Checkpoints written before the state was held as Arrow hold each bucket as a JSON
+    object (plain, or compressed): the processor reads it, decides the next batch as from
+    the same state held as Arrow, and stores the bucket as Arrow from then on."""
     first = [("m1", 0.0, 1), ("m2", 5.0, 2), ("m2", 7.0, 3), ("m3", 9.0, 4)]
     second = [("m1", 30.0, 5), ("m2", 31.0, 6), ("m4", 32.0, 7), ("m4", 33.0, 8)]
     outputs, stored = [], []
-    for plain in (False, True):
-        where = tmp_path / f"candidates-{plain}"
+    for older in (False, True):
+        where = tmp_path / f"candidates-{older}"
         processor = ReplayStateProcessor(WINDOW, str(where) if landing else None)
         handle = _FakeHandle()
         processor.init(handle)  # type: ignore[arg-type]
-        list(processor.handleInputRows((0,), iter([frame(first)]), _FakeTimer(0)))
+        list(processor.handleInputRows((0,), iter([_frame(first)]), _FakeTimer(0)))
         state = handle.states[STATE_NAME]
         text = "".join(row[0] for row in state.value)
-        assert text.startswith(COMPRESSED_MARK)
-        if plain:  # what an older checkpoint holds: the same keys as plain JSON
-            state.value = [(json.dumps(decode_bucket(text)),)]
-        out = list(processor.handleInputRows((0,), iter([frame(second)]), _FakeTimer(0)))
+        assert text.startswith(ARROW_MARK)
+        if older:  # what an older checkpoint holds: the same keys as a JSON object
+            state.value = [(_older_text(decode_bucket(text), form),)]
+            assert processor._load()[0] == decode_bucket(text)
+        out = list(processor.handleInputRows((0,), iter([_frame(second)]), _FakeTimer(0)))
         rows = pd.concat(out).drop(columns=["passthrough"]).astype(object)
         outputs.append(rows.where(rows.notna(), None).to_dict("records"))
         after = "".join(row[0] for row in state.value)
-        assert after.startswith(COMPRESSED_MARK)
+        assert after.startswith(ARROW_MARK)
         stored.append(decode_bucket(after))
     assert outputs[0] == outputs[1]
     assert stored[0] == stored[1] and set(stored[0]) == {f"bc1p\n{m}" for m in
                                                           ("m1", "m2", "m3", "m4")}
+
+
+@settings(max_examples=120, deadline=None)
+@given(batches=st.lists(st.lists(st.tuples(st.sampled_from(["m1", "m2", "m3", "m4", "m5"]),
+                                           st.integers(0, 90).map(lambda k: k * 4.0),
+                                           st.sampled_from([None, None, 2001]),
+                                           st.sampled_from(["bc1p", "bc1q"])),
+                                 min_size=1, max_size=10), min_size=1, max_size=5),
+       lateness=st.sampled_from([0.0, 20.0, 1000.0]))
+def test_landing_mode_holds_and_reports_what_the_general_path_does(
+        batches: list[list[tuple[str, float, Any, str]]], lateness: float) -> None:
+    """Landing mode adds a new key seen once as a row of the bucket's table without
+    stepping it, and carries untouched keys over as rows; the general path (checked
+    against step_key key by key above) steps every key. Batch after batch both hold the
+    same keys, with the same timer, and landing mode reports exactly the general path's
+    2006 and inexact rows of the batch."""
+    import tempfile
+
+    general, landing = (ReplayStateProcessor(WINDOW),
+                        ReplayStateProcessor(WINDOW, tempfile.mkdtemp(prefix="snap-cand-")))
+    handles = _FakeHandle(), _FakeHandle()
+    general.init(handles[0])  # type: ignore[arg-type]
+    landing.init(handles[1])  # type: ignore[arg-type]
+    newest: float | None = None
+    line = 0
+    for batch in batches:
+        records = []
+        for msg_id, at, code, sender in batch:
+            line += 1
+            records.append((sender, msg_id, T0 + at, "drop.jsonl", line, code, "key", None))
+        frame = pd.DataFrame(records, columns=["sender", "msg_id", "received_at",
+                                               "source_file", "line_no", "auth_code",
+                                               "file_key", "task_id"])
+        frame["auth_code"] = frame["auth_code"].astype("float64")
+        watermark_ms = 0 if newest is None else int((newest - lateness) * 1000)
+        got = general.handleInputRows((0,), iter([frame.copy()]), _FakeTimer(watermark_ms))
+        mine = [r for f in got for r in f.to_dict("records")
+                if not r["changed"] and not r["passthrough"]]
+        got = landing.handleInputRows((0,), iter([frame.copy()]), _FakeTimer(watermark_ms))
+        reports = [json.loads(r["passthrough"]) for f in got for r in f.to_dict("records")]
+        held = landing._load()[0]
+        assert held == general._load()[0]
+        assert handles[0].timers == handles[1].timers
+        assert handles[1].timers == ({min(e[0] for e in held.values())} if held else set())
+        assert len(mine) == len(records)
+        duplicates = sorted(int(r["line_no"]) for r in mine if not pd.isna(r["duplicate_of"]))
+        inexact = sorted((r["sender"], r["msg_id"]) for r in mine if not r["exact"])
+        assert sorted(r["line_no"] for r in reports if r["kind"] == "duplicate") == duplicates
+        assert sorted((r["sender"], r["msg_id"]) for r in reports
+                      if r["kind"] == "inexact") == inexact
+        (span,) = [r for r in reports if r["kind"] == "span"]
+        assert span["lines"] == len(records)
+        latest = max(T0 + at for _, at, _, _ in batch)
+        newest = latest if newest is None else max(newest, latest)
 
 
 @pytest.mark.parametrize("partitions", [2, 3])
@@ -634,7 +708,7 @@ def test_a_bucket_s_frames_typed_apart_land_in_the_candidates_types(tmp_path: Pa
     import pyarrow.parquet as pq
 
     from snap_spark.pipeline.land import CANDIDATE_SCHEMA
-    from snap_spark.stream.replay_state import _write_bucket
+    from snap_spark.stream.replay_state import _batch_table, _write_bucket
 
     floats = pd.DataFrame({"sender": ["s"], "msg_id": ["m1"], "received_at": [1.0],
                            "auth_code": [np.nan], "source_file": ["a.jsonl"],
@@ -642,7 +716,7 @@ def test_a_bucket_s_frames_typed_apart_land_in_the_candidates_types(tmp_path: Pa
     ints = pd.DataFrame({"sender": ["s"], "msg_id": ["m2"], "received_at": [2.0],
                          "auth_code": [2001], "source_file": ["a.jsonl"],
                          "line_no": [np.int64(4)], "file_key": ["k"], "task_id": ["t"]})
-    span = _write_bucket(str(tmp_path), [floats, ints])
+    span = _write_bucket(str(tmp_path), _batch_table([floats, ints]))
     table = pq.read_table(span["info"])
     assert table.schema.equals(CANDIDATE_SCHEMA, check_metadata=False)
     assert [(r["msg_id"], r["code"], r["line_no"]) for r in table.to_pylist()] == [

@@ -452,6 +452,42 @@ def test_the_stream_s_fresh_entry_is_the_fresh_state(
         assert orjson.dumps(entry) == orjson.dumps(expected)
 
 
+@given(received=st.floats(0, 1e12 - 1), behind=st.one_of(st.none(), st.floats(-1e6, 1e6)),
+       code=st.sampled_from([None, 2001, 2002]), window=st.floats(0, 1e5),
+       line=st.integers(1, 2**62))
+def test_the_stream_s_fresh_rows_are_its_fresh_entries(
+        received: float, behind: float | None, code: int | None, window: float,
+        line: int) -> None:
+    """Landing mode adds a new key seen once as a row of its bucket's table, computed in
+    Arrow (:func:`_fresh_rows`): read back, the row is exactly :func:`fresh_entry` of the
+    same record, its expiry to the millisecond."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from snap_spark.stream.replay_state import (
+        _batch_table,
+        _fresh_mask,
+        _fresh_rows,
+        _unexpired,
+        fresh_entry,
+        keys_of_table,
+    )
+
+    watermark = None if behind is None or received - behind <= 0 else received - behind
+    frame = pd.DataFrame([("bc1p-sender", "msg-1", received, "file:///in/a.jsonl", line,
+                           code, "key", None)],
+                         columns=["sender", "msg_id", "received_at", "source_file",
+                                  "line_no", "auth_code", "file_key", "task_id"])
+    batch = _batch_table([frame])
+    mask = _fresh_mask(batch, _unexpired(None, watermark), watermark)
+    record = ("bc1p-sender", "msg-1", received, "file:///in/a.jsonl", line, code, "key")
+    entry = fresh_entry(record, watermark, window)
+    assert mask.to_pylist() == [entry is not None]
+    if entry is not None:
+        rows = _fresh_rows(batch.filter(pa.array([True])), watermark, window)
+        assert keys_of_table(rows) == {"bc1p-sender\nmsg-1": entry}
+
+
 # -- examples of the edges --------------------------------------------------------------------
 
 
