@@ -60,6 +60,7 @@ from snap_spark.pipeline.runs import file_prefix
 from snap_spark.processes import owner_alive
 from snap_spark.protocol.replay import line_name, replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
+from snap_spark.pyarrow_compat import sort_nulls_first
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:
@@ -258,9 +259,10 @@ def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
 
 def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
                 candidates_dir: str | None = None) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function over landed rows hash-partitioned by ``(sender, msg_id)`` and
-    sorted by ``received_at, source_file, line_no``: every row that is not a candidate
-    passes through; candidates are folded by the protocol's :func:`replayed_rows` and only
+    """``mapInArrow`` function over landed rows hash-partitioned by ``(sender, msg_id)``, in
+    any order: every row that is not a candidate passes through; the candidates of keys
+    seen more than once are put in receipt order (``received_at, source_file, line_no``,
+    nulls first) and folded by the protocol's :func:`replayed_rows`, and only
     those it turns into 2006 leave, as ``duplicate`` rows (``prior_code`` = their stateless
     code, ``info`` the detail naming the accepted line).
 
@@ -288,6 +290,10 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
     table = _repeated_keys(every)
     if table.num_rows == 0:
         return
+    # Receipt order, copies received together by file and line (nulls first, as Spark's
+    # ascending sort): the order the fold steps them in. Sorting only the repeated keys'
+    # rows here, not the whole partition in Spark, saves the stage 0.15-0.3 s of 1.3-1.6.
+    table = sort_nulls_first(table, ["received_at", "source_file", "line_no"])
     cols = table.to_pydict()
     names = [line_name(f, n) for f, n in zip(cols["source_file"], cols["line_no"], strict=True)]
     rows = [
@@ -304,8 +310,8 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
 def fold_replays(landed: DataFrame, window: float, candidates_dir: str | None = None
                  ) -> DataFrame:
     """The replay fold as a Spark step: ``landed`` rows (:data:`LANDED_SCHEMA` columns)
-    hash-partitioned by ``(sender, msg_id)``, each partition sorted in receipt order
-    (``received_at, source_file, line_no``), folded by :func:`fold_landed` (``window`` in
+    hash-partitioned by ``(sender, msg_id)``, folded by :func:`fold_landed` (which puts
+    each repeated key's candidates in receipt order itself; ``window`` in
     seconds; ``candidates_dir``: also keep the candidates there). The result, lazy, is
     :data:`LANDED_SCHEMA` rows: every row that is not a ``candidate``, a ``duplicate`` row
     per candidate the fold makes a 2006, and with ``candidates_dir`` a ``span`` row per
@@ -317,7 +323,6 @@ def fold_replays(landed: DataFrame, window: float, candidates_dir: str | None = 
     """
     return (
         landed.repartition("sender", "msg_id")
-        .sortWithinPartitions("received_at", "source_file", "line_no")
         .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
                     landed_struct())
     )

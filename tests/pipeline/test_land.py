@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from snap_spark.pipeline.checked import (
     apply_duplicates,
@@ -180,6 +182,40 @@ def test_fold_passes_reports_through_and_emits_only_replays() -> None:
     assert next(r for r in out if r["kind"] == "duplicate")["prior_code"] == 2001
     assert [r for r in out if r["kind"] == "count"] == [
         {**{f.name: None for f in LANDED_SCHEMA}, **info}]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["m1", "m2"]),
+                               st.sampled_from([10.0, 10.0, 50.0, 200.0]),
+                               st.sampled_from([None, None, 2001]),
+                               st.sampled_from([None, "f", "g"])),
+                     min_size=1, max_size=14),
+       data=st.data())
+def test_the_fold_decides_rows_given_in_any_order_as_the_rule_in_receipt_order(
+        rows: list[tuple[str, str, float, int | None, str | None]], data: st.DataObject
+        ) -> None:
+    """A shuffle hands the fold a key's candidates in no particular order, in several
+    batches: it decides them as the rule does over the candidates in receipt order, copies
+    received together taken by file (a file without a name first), then line."""
+    cands = [{"kind": "candidate", "source_file": f, "line_no": i + 1, "sender": sender,
+              "msg_id": msg_id, "received_at": at, "code": code}
+             for i, (sender, msg_id, at, code, f) in enumerate(rows)]
+    ordered = sorted(cands, key=lambda r: (r["received_at"], r["source_file"] is not None,
+                                           r["source_file"] or "", r["line_no"]))
+    expected = resolve([Checked(sender=r["sender"], msg_id=r["msg_id"],
+                                received_at=r["received_at"], auth_code=r["code"])
+                        for r in ordered], 120.0,
+                       [line_name(r["source_file"], r["line_no"]) for r in ordered])
+    want = sorted((r["source_file"] or "", r["line_no"], detail)
+                  for r, (code, detail) in zip(ordered, expected, strict=True) if code == 2006)
+    given_order = data.draw(st.permutations(cands))
+    cut = data.draw(st.integers(0, len(given_order)))
+    batches = [pa.RecordBatch.from_pylist(part, schema=LANDED_SCHEMA)
+               for part in (given_order[:cut], given_order[cut:]) if part]
+    out = pa.Table.from_batches(list(fold_landed(120.0, batches)),
+                                schema=LANDED_SCHEMA).to_pylist()
+    assert sorted((r["source_file"] or "", r["line_no"], r["info"])
+                  for r in out if r["kind"] == "duplicate") == want
 
 
 def test_apply_duplicates_rewrites_only_the_named_lines() -> None:
