@@ -359,13 +359,23 @@ def _repeated_keys(table: pa.Table) -> pa.Table:
     """The rows whose ``(sender, msg_id)`` occurs more than once, in their order: a message
     seen once can be neither a replay nor the original of one (cheap Arrow filter, so only
     the rare repeats are folded in Python)."""
-    key = pc.binary_join_element_wise(table.column("sender"), table.column("msg_id"), "\n")
-    counts = pa.table({"key": key}).group_by("key", use_threads=False).aggregate(
-        [([], "count_all")])
-    repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("key")
+    key = replay_keys(table)
+    repeated = repeated_values(key)
     if len(repeated) == 0:
         return table.slice(0, 0)
-    return table.filter(pc.is_in(key, value_set=repeated.combine_chunks()))
+    return table.filter(pc.is_in(key, value_set=repeated))
+
+
+def replay_keys(table: pa.Table) -> pa.Array:
+    """Each row's replay key, ``sender + "\n" + msg_id`` (null where either is null)."""
+    return pc.binary_join_element_wise(table.column("sender"), table.column("msg_id"), "\n")
+
+
+def repeated_values(values: pa.Array) -> pa.Array:
+    """The distinct values that occur more than once in ``values`` (nulls aside)."""
+    counts = pa.table({"v": values}).group_by("v", use_threads=False).aggregate(
+        [([], "count_all")])
+    return counts.filter(pc.greater(counts.column("count_all"), 1)).column("v").combine_chunks()
 
 
 # -- final messages files (executor) -----------------------------------------------------------

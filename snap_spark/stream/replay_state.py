@@ -103,6 +103,7 @@ Example (with a SparkSession ``spark`` and a candidates stream)::
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -410,6 +411,7 @@ def expiry_ms(state: ReplayKeyState, window: float) -> int:
     return math.ceil((newest + window) * 1000) + 1
 
 
+@functools.cache
 def _bucket_schema() -> pa.Schema:
     """The Arrow schema of a stored bucket (:func:`encode_bucket`): a row per key."""
     import pyarrow as pa
@@ -815,16 +817,14 @@ def _fresh_mask(batch: pa.Table, stored: pa.Table, watermark: float | None) -> p
     """The rows of the batch whose key the bucket does not hold and the batch brings once,
     received at or after ``watermark`` (and within :data:`_FRESH_RECEIVED_LIMIT`): the rows
     :func:`fresh_entry` takes, which :func:`_fresh_rows` adds without Python objects."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    keys = pc.binary_join_element_wise(batch.column("sender"), batch.column("msg_id"), "\n")
-    counts = pa.table({"key": keys}).group_by("key", use_threads=False).aggregate(
-        [([], "count_all")])
-    repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("key")
+    from snap_spark.pipeline.land import repeated_values, replay_keys
+
+    keys = replay_keys(batch)
     received = batch.column("received_at")
     mask = pc.and_(pc.is_valid(keys), pc.is_valid(batch.column("line_no")))
-    mask = pc.and_(mask, pc.invert(pc.is_in(keys, value_set=repeated.combine_chunks())))
+    mask = pc.and_(mask, pc.invert(pc.is_in(keys, value_set=repeated_values(keys))))
     if stored.num_rows:
         mask = pc.and_(mask, pc.invert(pc.is_in(
             keys, value_set=stored.column("key").combine_chunks())))
@@ -846,8 +846,10 @@ def _fresh_rows(rows: pa.Table, watermark: float | None, window: float) -> pa.Ta
     expiry = pc.add(pc.cast(pc.ceil(pc.multiply(pc.add(received, window), 1000.0)),
                             pa.int64()), 1)
     n = rows.num_rows
+    from snap_spark.pipeline.land import replay_keys
+
     return pa.Table.from_arrays([
-        pc.binary_join_element_wise(rows.column("sender"), rows.column("msg_id"), "\n"),
+        replay_keys(rows),
         expiry,
         received,
         rows.column("auth_code"),
