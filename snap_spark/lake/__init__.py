@@ -318,9 +318,10 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
         True
     """
     from snap_spark import storage
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake.delta_log import latest_table, open_table
 
-    table = open_table(storage.delta_table_uri(path), version)
+    uri = storage.delta_table_uri(path)
+    table = open_table(uri, version) if version is not None else latest_table(uri)
     if table is None:
         return None
     if columns is None:

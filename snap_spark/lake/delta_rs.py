@@ -60,6 +60,7 @@ from snap_spark.lake.delta_log import (
     check_same_table,
     commit_files,
     files_added_since,
+    latest_table,
     open_table,
     read_txn_version,
     table_exists,
@@ -497,7 +498,7 @@ def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
     check_txn(app_id, version)
     key_columns = check_key_columns(key_schema(keys), change.schema)
     adding = dataclasses.replace(change, keys=None)
-    table = open_table(uri)
+    table = latest_table(uri)
     if table is None:  # nothing to delete: create the table with the files as they are
         return _commit_in_place(adding)
     done = table.transaction_version(app_id)

@@ -628,6 +628,9 @@ class BatchCommitter:
                                      "msg_id": [k[1] for k in inexact]},
                                     schema=INEXACT_KEYS) if inexact else None),
                 catch_up_tasks=self.tasks is None), outcome)
+            # the batch's rows are in the lake from here: its latency ends now, not after
+            # the landing watch below
+            committed_at = time.time()
             if self.tasks is not None:
                 self.tasks.poke()
         finally:
@@ -654,7 +657,8 @@ class BatchCommitter:
                              landing={"files_grown": len(changes.grown),
                                       "files_changed": len(changes.changed),
                                       "files_vanished": len(vanished),
-                                      "vanished": vanished})
+                                      "vanished": vanished},
+                             committed_at=committed_at)
         if outcome.already_committed:
             log(f"batch {batch_id} was committed before a restart: nothing new written "
                 f"({outcome.lines_read} lines, as committed then)")

@@ -41,11 +41,13 @@ class BatchProgress:
 
     def record(self, batch_id: int, outcome: Any, seconds: float,
                landed_at: Sequence[float], state_keys: int | None = None,
-               landing: dict[str, Any] | None = None) -> None:
+               landing: dict[str, Any] | None = None,
+               committed_at: float | None = None) -> None:
         """Note a committed batch: ``outcome`` a :class:`~snap_spark.pipeline.commit.JobResult`,
         ``landed_at`` when each input of the batch arrived (file modification times, Kafka
-        record times; unix seconds)."""
-        now = time.time()
+        record times; unix seconds), ``committed_at`` when its rows became visible in the
+        lake (unix seconds; now when not given): latencies run from the one to the other."""
+        now = time.time() if committed_at is None else committed_at
         latencies = sorted(max(0.0, now - at) for at in landed_at)
         codes = rejected_codes(outcome.counts)
         with self._lock:

@@ -300,10 +300,13 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
 
 #: File in a query's checkpoint folder that records its replay state's bucket ids.
 LAYOUT_FILE: Final = "snap_spark_state.json"
-#: Buckets per state partition of a new checkpoint: few (each bucket costs a state read, a
-#: state write and a candidates file per micro-batch, about 15 ms in PySpark 4.0), but
-#: several, so that keys still spread evenly.
-BUCKETS_PER_PARTITION: Final = 4
+#: Buckets per state partition of a new checkpoint: one. Each bucket costs a state read, a
+#: state write, a timer and a candidates file per micro-batch (about 15 ms in PySpark 4.0),
+#: and a micro-batch of a few thousand lines touches every bucket whatever their number;
+#: the ids are chosen so that each partition holds the same number, so keys spread evenly
+#: over the partitions however few there are. Four per partition (before session 20) gave
+#: the bench's latency measure micro-batches about 0.08 s longer.
+BUCKETS_PER_PARTITION: Final = 1
 
 
 def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list[int]:
@@ -321,7 +324,7 @@ def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list
     Example::
 
         ids = state_buckets(spark, "/ckpt", partitions=2)   # a new checkpoint
-        assert len(ids) == 8 and ids == state_buckets(spark, "/ckpt", partitions=64)
+        assert len(ids) == 2 and ids == state_buckets(spark, "/ckpt", partitions=64)
     """
     import json
 

@@ -58,3 +58,21 @@ def test_progress_line_names_landing_changes() -> None:
     assert line.startswith("landing folder at start: 5 in")
     assert "1 grown and 0 changed file(s)" in line
     assert "2 file(s) vanished" in line
+
+
+def test_a_batch_s_latencies_end_when_its_rows_were_committed() -> None:
+    from snap_spark.pipeline.commit import JobResult
+    from snap_spark.stream.progress import BatchProgress
+
+    progress = BatchProgress()
+    outcome = JobResult()
+    # committed at 1000.0; the landing watch that runs after the commit does not count
+    progress.record(4, outcome, 1.5, [997.5, 999.0, 1000.25], committed_at=1000.0)
+    entry = progress.pop(4)
+    assert entry is not None
+    assert entry["latencies"] == [0.0, 1.0, 2.5]  # a clock step back counts as 0
+    assert entry["committed_at"] == 1000.0 and entry["latency_max"] == 2.5
+    # without it, now
+    progress.record(5, outcome, 1.5, [1.0])
+    later = progress.pop(5)
+    assert later is not None and later["latency_max"] > 1e9
