@@ -174,7 +174,7 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
         False
     """
     from snap_spark import storage
-    from snap_spark.lake.delta_log import open_table, table_schema
+    from snap_spark.lake.delta_log import latest_table, table_schema
     from snap_spark.lake.schema import describe_mismatch, nullable_schema, same_columns
 
     kind = storage.path_kind(path)
@@ -182,7 +182,7 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
         return False
     if kind != "dir":
         raise LakeLocationError(f"{path} is a {kind}, not a table folder; nothing was written")
-    table = open_table(table_uri(path))
+    table = latest_table(table_uri(path))
     if table is None:
         # data files of snap-spark runs (``part-<run tag>-...``) before a table's first
         # commit are another writer creating it (or a killed run's, cleaned later)
@@ -318,10 +318,9 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
         True
     """
     from snap_spark import storage
-    from snap_spark.lake.delta_log import latest_table, open_table
+    from snap_spark.lake.delta_log import table_at
 
-    uri = storage.delta_table_uri(path)
-    table = open_table(uri, version) if version is not None else latest_table(uri)
+    table = table_at(storage.delta_table_uri(path), version)
     if table is None:
         return None
     if columns is None:
@@ -366,9 +365,9 @@ def table_present(path: str) -> bool:
         False
     """
     from snap_spark import storage
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake.delta_log import latest_table
 
-    return open_table(storage.delta_table_uri(path)) is not None
+    return latest_table(storage.delta_table_uri(path)) is not None
 
 
 def table_file_uris(path: str) -> list[str]:
@@ -379,9 +378,9 @@ def table_file_uris(path: str) -> list[str]:
         []
     """
     from snap_spark import storage
-    from snap_spark.lake.delta_log import open_table
+    from snap_spark.lake.delta_log import latest_table
 
-    table = open_table(storage.delta_table_uri(path))
+    table = latest_table(storage.delta_table_uri(path))
     return [] if table is None else list(table.file_uris())
 
 

@@ -150,6 +150,27 @@ def latest_table(uri: str) -> DeltaTable | None:
     return table
 
 
+def table_at(uri: str, version: int | None = None) -> DeltaTable | None:
+    """The Delta table at ``uri`` at ``version`` (the latest when ``None``): the thread's
+    :func:`latest_table` when it is at that version, as it usually is for a reader that
+    just looked the version up, else a fresh :func:`open_table` at it. The same rules of
+    use as :func:`latest_table`.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = str(tmp / "at")
+        >>> write_deltalake(path, pa.table({"n": [1]}))
+        >>> write_deltalake(path, pa.table({"n": [2]}), mode="append")
+        >>> table_at(path, 1) is latest_table(path), table_at(path, 0).version()
+        (True, 0)
+    """
+    table = latest_table(uri)
+    if version is None or (table is not None and table.version() == version):
+        return table
+    return open_table(uri, version)
+
+
 def _commit_stamp(uri: str, version: int) -> tuple[int, int] | None:
     """Size and modification time (ns) of the commit file of ``version`` of the table at
     ``uri``; ``None`` when it cannot be read (gone, or cleaned up with old log entries)."""
@@ -293,7 +314,7 @@ def table_row_count(uri: str, version: int | None = None) -> int | None:
     """
     import pyarrow as pa
 
-    table = open_table(uri, version) if version is not None else latest_table(uri)
+    table = table_at(uri, version)
     if table is None:
         return None
     counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
