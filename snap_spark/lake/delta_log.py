@@ -174,13 +174,11 @@ def table_at(uri: str, version: int | None = None) -> DeltaTable | None:
 def _commit_stamp(uri: str, version: int) -> tuple[int, int] | None:
     """Size and modification time (ns) of the commit file of ``version`` of the table at
     ``uri``; ``None`` when it cannot be read (gone, or cleaned up with old log entries)."""
-    import pyarrow.fs as pafs
-
-    filesystem, path = storage.resolve(storage.join(uri, "_delta_log", f"{version:020d}.json"))
-    info = filesystem.get_file_info(path)
-    if info.type != pafs.FileType.File or info.mtime_ns is None:
+    try:
+        stat = storage.file_stat(storage.join(uri, "_delta_log", f"{version:020d}.json"))
+    except OSError:
         return None
-    return int(info.size or 0), int(info.mtime_ns)
+    return None if stat.mtime_ns is None else (stat.size, stat.mtime_ns)
 
 
 def damaged_table(uri: str, exc: BaseException) -> DamagedTable:
