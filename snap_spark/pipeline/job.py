@@ -130,7 +130,7 @@ def run(
         land_part,
         landed_struct,
     )
-    from snap_spark.pipeline.read import over_ranges, plan_ranges
+    from snap_spark.pipeline.read import RangesAhead, over_ranges, plan_ranges
     from snap_spark.pipeline.runs import (
         RUNS_FOLDER,
         clean_leftovers,
@@ -153,7 +153,16 @@ def run(
     # Files are known by their bytes: what this lake already holds is skipped, what grew
     # lands from where it stopped (pipeline/ingest.py).
     ledger = [LandedPiece.from_row(row) for row in table_rows(ledger_path)]
-    plans = plan_files(files, ledger)
+    # The files the ledger has never seen are most likely landed whole: their line ranges
+    # are planned on a thread while plan_files hashes them (both read every byte).
+    seen = {piece.source_file for piece in ledger}
+    ahead = RangesAhead([path for path in files if path not in seen],
+                        spark.sparkContext.defaultParallelism)
+    try:
+        plans = plan_files(files, ledger)
+    except BaseException:
+        ahead.cancel()
+        raise
     for plan in plans:
         if plan.note:
             log(f"{plan.source_file}: {plan.note}")
@@ -180,6 +189,7 @@ def run(
     log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
         f"lake={lake_dir} backend={lake.name}")
     if not todo:
+        ahead.cancel()
         log("nothing new to ingest")
         result.seconds = time.monotonic() - started
         return result
@@ -205,7 +215,7 @@ def run(
             "settings": settings.as_record(), "files": len(todo)}
     pieces = {plan.source_file: (plan.start_byte, plan.end_byte, plan.first_line)
               for plan in todo_plans}
-    landed_df = over_ranges(spark, plan_ranges(spark, todo, pieces=pieces),
+    landed_df = over_ranges(spark, plan_ranges(spark, todo, pieces=pieces, ahead=ahead),
                             functools.partial(land_part, spec), landed_struct())
     try:
         # One job: land every range, shuffle the narrow rows by (from, id), fold replays.

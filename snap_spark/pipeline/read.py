@@ -61,6 +61,7 @@ __all__ = [
     "INPUT_SUFFIXES",
     "LINES_SCHEMA",
     "MAX_BATCH_BYTES",
+    "RangesAhead",
     "is_input_file_name",
     "iter_file_lines",
     "iter_line_batches",
@@ -214,6 +215,7 @@ def plan_ranges(
     files: Sequence[str],
     split_bytes: int | None = None,
     pieces: Mapping[str, tuple[int, int | None, int]] | None = None,
+    ahead: RangesAhead | None = None,
 ) -> list[LineRange]:
     """Cut listed input files into the line ranges one task each reads.
 
@@ -221,27 +223,107 @@ def plan_ranges(
     parallelism; ``0`` means one range per file. Gzip files are always one range. Ranges
     follow file then line order. ``pieces`` reads only bytes ``[start, end)`` of a file,
     its first line numbered ``first_line`` (``path -> (start, end, first_line)``).
+    ``ahead``: ranges planned earlier on a thread (:class:`RangesAhead`), used for every
+    file they still hold for.
     """
     pieces = pieces or {}
-
-    def piece(path: str) -> tuple[int, int | None, int]:
-        return pieces.get(path, (0, None, 1))
-
     if split_bytes is None:
-        plain = 0
-        for path in files:
-            if not path.lower().endswith(".gz"):
-                start, end, _ = piece(path)
-                plain += (storage.file_size(path) if end is None else end) - start
-        split_bytes = split_size(plain, spark.sparkContext.defaultParallelism)
+        split_bytes = split_size(_plain_bytes(files, pieces),
+                                 spark.sparkContext.defaultParallelism)
     if split_bytes == 0:
-        return [LineRange(path, *piece(path)) for path in files]
+        return [LineRange(path, *pieces.get(path, WHOLE_FILE)) for path in files]
+    planned = ahead.result(split_bytes) if ahead is not None else {}
     ranges: list[LineRange] = []
     for path in files:
-        start, end, first_line = piece(path)
-        ranges.extend(plan_line_ranges(path, split_bytes, start=start, end=end,
-                                       first_line=first_line))
+        piece = pieces.get(path, WHOLE_FILE)
+        known = planned.get(path)
+        if known is not None and known[0] == piece:
+            ranges.extend(known[1])
+        else:
+            ranges.extend(_piece_ranges(path, split_bytes, piece))
     return ranges
+
+
+#: The piece of a file that is the whole file: ``(start, end, first_line)``.
+WHOLE_FILE: tuple[int, int | None, int] = (0, None, 1)
+
+
+def _plain_bytes(files: Sequence[str], pieces: Mapping[str, tuple[int, int | None, int]]
+                 ) -> int:
+    """The bytes of ``files`` (their ``pieces``) that are not gzip files."""
+    plain = 0
+    for path in files:
+        if not path.lower().endswith(".gz"):
+            start, end, _ = pieces.get(path, WHOLE_FILE)
+            plain += (storage.file_size(path) if end is None else end) - start
+    return plain
+
+
+def _piece_ranges(path: str, split_bytes: int, piece: tuple[int, int | None, int]
+                  ) -> list[LineRange]:
+    start, end, first_line = piece
+    return plan_line_ranges(path, split_bytes, start=start, end=end, first_line=first_line)
+
+
+class RangesAhead:
+    """The line ranges of files the batch job expects to land, planned on a thread while
+    the driver hashes the same files (:func:`snap_spark.pipeline.ingest.plan_files`).
+
+    Both read every byte of each file; hashing holds no GIL, so the two reads overlap
+    instead of following each other. Each file is planned whole, at the split size of
+    all of them, from the size it has now. :func:`plan_ranges` (``ahead=``) uses a file's
+    planned ranges only where they still hold: the same split size, and the file landed
+    whole from the same size; it plans the others itself. Planning is only ever a reading
+    of the file, so a plan that goes unused costs nothing but that read, and an error on
+    the thread only means the file is planned again (where the error then surfaces).
+
+    Examples:
+        >>> _ = (tmp / "a.jsonl").write_bytes(b"aa\\nbb\\ncc\\n")
+        >>> path = str(tmp / "a.jsonl")
+        >>> ahead = RangesAhead([path], parallelism=2, split_bytes=4)
+        >>> plan_ranges(spark, [path], 4, pieces={path: (0, 9, 1)}, ahead=ahead) == \\
+        ...     plan_ranges(spark, [path], 4, pieces={path: (0, 9, 1)})
+        True
+    """
+
+    def __init__(self, files: Sequence[str], parallelism: int,
+                 split_bytes: int | None = None) -> None:
+        import threading
+
+        self._files = [path for path in files if not path.lower().endswith(".gz")]
+        self._parallelism = parallelism
+        self._split_bytes = split_bytes
+        self._planned: dict[str, tuple[tuple[int, int | None, int], list[LineRange]]] = {}
+        self._split: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._plan, name="snap-spark-ranges",
+                                        daemon=True)
+        self._thread.start()
+
+    def _plan(self) -> None:
+        try:
+            sizes = {path: storage.file_size(path) for path in self._files}
+            split = self._split_bytes
+            if split is None:
+                split = split_size(sum(sizes.values()), self._parallelism)
+            self._split = split
+            for path, size in sizes.items():
+                if self._stop.is_set() or split == 0:
+                    return
+                piece = (0, size, 1)
+                self._planned[path] = (piece, _piece_ranges(path, split, piece))
+        except Exception:
+            return
+
+    def result(self, split_bytes: int) -> dict[
+            str, tuple[tuple[int, int | None, int], list[LineRange]]]:
+        """Wait for the thread; the files planned at ``split_bytes`` (none at another)."""
+        self._thread.join()
+        return dict(self._planned) if self._split == split_bytes else {}
+
+    def cancel(self) -> None:
+        """Plan no further file (the one being read is finished)."""
+        self._stop.set()
 
 
 def over_ranges(

@@ -390,3 +390,45 @@ def test_big_file_is_split_across_tasks_with_exact_numbers(spark: Any, tmp_path:
     rows = df.select("line_no", "raw").collect()
     assert [r.line_no for r in rows] == list(range(1, len(lines) + 1))
     assert [bytes(r.raw) for r in rows] == lines
+
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(min_size=1, max_size=20).map(lambda b: b.replace(b"\n", b"x")),
+                      min_size=1, max_size=30), min_size=1, max_size=4),
+    st.lists(st.sampled_from(["whole", "grown", "piece", "skipped"]), min_size=4, max_size=4),
+    st.integers(min_value=1, max_value=80),
+    st.sampled_from([0, 0, 1, 7]),
+)
+def test_ranges_planned_ahead_are_the_ranges_planned_then(
+    tmp_path_factory: pytest.TempPathFactory, files: list[list[bytes]], fates: list[str],
+    split: int, split_change: int,
+) -> None:
+    """Ranges planned on a thread before the job knows what it lands (RangesAhead) give
+    exactly what planning afterwards gives, whatever became of each file meanwhile: landed
+    whole; grown after it was planned ahead; landed from its second line on (a file that
+    grew since an earlier run); not landed at all. The split size at the end may differ
+    from the one planned ahead, as it does when files are not landed (it is worked out
+    from the bytes landed)."""
+    folder = tmp_path_factory.mktemp("ahead")
+    paths = [str(write(folder / f"{n}.jsonl", b"\n".join(lines) + b"\n"))
+             for n, lines in enumerate(files)]
+    ahead = source.RangesAhead(paths, parallelism=2, split_bytes=split)
+    ahead.result(0)  # waits for the thread: every file below changes after it planned
+    todo: list[str] = []
+    pieces: dict[str, tuple[int, int | None, int]] = {}
+    for path, fate in zip(paths, fates, strict=False):
+        if fate == "skipped":
+            continue
+        if fate == "grown":
+            with open(path, "ab") as handle:
+                handle.write(b"grown\nmore\n")
+        size = os.path.getsize(path)
+        start = Path(path).read_bytes().index(b"\n") + 1 if fate == "piece" else 0
+        pieces[path] = (start, size, 2 if fate == "piece" else 1)
+        todo.append(path)
+    at = split + split_change
+    expected = source.plan_ranges(None, todo, at, pieces=pieces)  # type: ignore[arg-type]
+    assert source.plan_ranges(None, todo, at, pieces=pieces,  # type: ignore[arg-type]
+                              ahead=ahead) == expected
