@@ -380,7 +380,7 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
     from snap_spark.lake import get_lake
     from snap_spark.nostr import ingest as module
 
-    made, paths = sample
+    _made, paths = sample
     keyring = Keyring.load(paths["keyring"])
     lines = Path(paths["events"]).read_bytes().splitlines(keepends=True)
     halves = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
@@ -402,11 +402,11 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         lake_dir = str(lakes["driver"])
         events = table(lakes["driver"], "nostr_events")
         history = table(lakes["driver"], "agent_card_history")
-        keys = [r["event_key"] for r in events][::3] + ["absent"]
+        keys = [*[r["event_key"] for r in events][::3], "absent"]
         sources = [f"nostr:{k}" for k in keys]
         messages = table(lakes["driver"], "messages")
         pairs = {(m["sender"], m["msg_id"]) for m in messages[::2]} | {("nobody", "x")}
-        relays = sorted({r for e in events for r in e["relays"] or ()}) + ["wss://none"]
+        relays = [*sorted({r for e in events for r in e["relays"] or ()}), "wss://none"]
         assert len(messages) > 10 and len(history) > 10
         lake = get_lake(spark)
 
