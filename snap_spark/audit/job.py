@@ -149,22 +149,37 @@ def metric_values(figures: Mapping[str, Any], reverify: Mapping[str, Any]
     }
 
 
+#: A table of at most this many rows (by its log's record counts) is read on the driver by
+#: delta-rs and handed to Spark as Arrow, a local relation; a larger one is read by Spark
+#: and cached. Spark's read of a Delta table plans a job over its log (on delta-spark a log
+#: replay), and the cache a job of its own: the seven tables of a 3,000-message lake took
+#: 23 s of a 39 s audit that way.
+LOCAL_AUDIT_ROWS = 100_000
+
+
 def _read_tables(spark: SparkSession, lake_dir: str
                  ) -> tuple[dict[str, DataFrame], dict[str, dict[str, Any]]]:
     """The audited tables present, each read at the version it has now (pinned, so every
     figure of one table comes from one snapshot), and their versions and row counts."""
     from pyspark import StorageLevel
 
-    from snap_spark.lake import get_lake, table_version
+    from snap_spark.lake import get_lake, read_arrow, table_row_count, table_version
 
     lake = get_lake(spark)
     frames: dict[str, DataFrame] = {}
     facts: dict[str, dict[str, Any]] = {}
     for name in AUDITED:
         path = storage.join(lake_dir, name)
-        version = table_version(storage.delta_table_uri(path))
+        uri = storage.delta_table_uri(path)
+        version = table_version(uri)
         if version < 0:
             facts[name] = {"present": False, "version": None, "rows": None}
+            continue
+        counted = table_row_count(uri, version)
+        if counted is not None and counted <= LOCAL_AUDIT_ROWS:
+            table = read_arrow(path, version=version)
+            frames[name] = spark.createDataFrame(table)
+            facts[name] = {"present": True, "version": version, "rows": table.num_rows}
             continue
         # every figure reads the table again: read its files once
         frames[name] = lake.read(spark, path, version=version).persist(

@@ -537,3 +537,22 @@ def test_charts_have_readable_labels_and_legends_beside_the_data(
     fig = charts.signature_failures(big["messages"])
     fig.axes[0].legend(loc="center")
     assert any("legend" in found for found in charts.crowded_labels(fig))
+
+
+def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
+        spark: Any, full_lake: FullLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small table is read on the driver and handed to Spark as Arrow (LOCAL_AUDIT_ROWS)
+    instead of read and cached by Spark: the whole summary, figures, table facts and the
+    re-verification of a seeded sample, is the same both ways."""
+    from snap_spark.audit import job
+
+    summaries = []
+    for limit in (job.LOCAL_AUDIT_ROWS, -1):
+        monkeypatch.setattr(job, "LOCAL_AUDIT_ROWS", limit)
+        summary = audit(spark, str(full_lake.lake), str(tmp_path / f"out{limit}"),
+                        reverify_fraction=0.3, seed=11).summary
+        summary.pop("generated_at")
+        summaries.append(json.dumps(summary, sort_keys=True, default=repr))
+    assert summaries[0] == summaries[1]
+    assert json.loads(summaries[0])["reverify"]["checked"] > 100
