@@ -163,7 +163,7 @@ def _read_tables(spark: SparkSession, lake_dir: str
     figure of one table comes from one snapshot), and their versions and row counts."""
     from pyspark import StorageLevel
 
-    from snap_spark.lake import get_lake, read_arrow, table_row_count, table_version
+    from snap_spark.lake import get_lake, read_arrow, rows_at_most, table_version
 
     lake = get_lake(spark)
     frames: dict[str, DataFrame] = {}
@@ -175,8 +175,7 @@ def _read_tables(spark: SparkSession, lake_dir: str
         if version < 0:
             facts[name] = {"present": False, "version": None, "rows": None}
             continue
-        counted = table_row_count(uri, version)
-        if counted is not None and counted <= LOCAL_AUDIT_ROWS:
+        if rows_at_most(uri, LOCAL_AUDIT_ROWS, version):
             table = read_arrow(path, version=version)
             frames[name] = spark.createDataFrame(table)
             facts[name] = {"present": True, "version": version, "rows": table.num_rows}

@@ -49,6 +49,7 @@ from snap_spark.lake.common import marker_info, table_uri
 from snap_spark.lake.delta_log import (
     committed_info,
     newest_info_with,
+    rows_at_most,
     table_row_count,
     table_version,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "read_arrow",
     "read_data_files",
     "rows_added_since",
+    "rows_at_most",
     "table_file_uris",
     "table_present",
     "table_row_count",

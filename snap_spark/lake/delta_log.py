@@ -321,6 +321,19 @@ def table_row_count(uri: str, version: int | None = None) -> int | None:
     return int(sum(counts.to_pylist()))
 
 
+def rows_at_most(uri: str, limit: int, version: int | None = None) -> bool:
+    """Whether the table at ``uri`` (at ``version``) holds at most ``limit`` rows, by the
+    record counts of its log: what decides that a small table is read on the driver
+    rather than by Spark. ``False`` when there is no table or a count is not recorded.
+
+    Examples:
+        >>> rows_at_most("/nowhere/at/all", 10)
+        False
+    """
+    counted = table_row_count(uri, version)
+    return counted is not None and counted <= limit
+
+
 def check_same_table(uri: str, existing: StructType, partitions: Sequence[str],
                      schema: StructType, partition_by: Sequence[str]) -> None:
     """Refuse files of ``schema``/``partition_by`` for a table that has other columns or

@@ -394,11 +394,10 @@ def _on_driver(path: str) -> bool | None:
     """How to look up rows of the table at ``path``: on the driver (``True``, a table of at
     most :data:`LOCAL_LOOKUP_ROWS` rows), in Spark (``False``), or not at all (``None``:
     there is no table)."""
-    from snap_spark.lake import table_present, table_row_count, table_uri
+    from snap_spark.lake import rows_at_most, table_present, table_uri
 
-    rows = table_row_count(table_uri(path))
-    if rows is not None:
-        return rows <= LOCAL_LOOKUP_ROWS
+    if rows_at_most(table_uri(path), LOCAL_LOOKUP_ROWS):
+        return True
     return False if table_present(path) else None
 
 

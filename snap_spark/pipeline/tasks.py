@@ -577,15 +577,6 @@ LOCAL_FOLD_ROWS = 2_000_000
 LOCAL_FOLD_TASKS = 200_000
 
 
-def _rows_at_most(path: str, version: int, limit: int) -> bool:
-    """Whether the table at ``path`` (at ``version``) holds at most ``limit`` rows, by the
-    record counts of its log (``False`` when they are not recorded)."""
-    from snap_spark.lake import table_row_count, table_uri
-
-    rows = table_row_count(table_uri(path), version)
-    return rows is not None and rows <= limit
-
-
 #: The order the fold takes a task's reports in (ascending, nulls first, as Spark sorts).
 _FOLD_ORDER = ("task_id", "timestamp", "received_at", "source_file", "line_no")
 #: The ``messages`` columns the fold reads.
@@ -613,6 +604,7 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
         get_lake,
         read_arrow,
         rows_added_since,
+        rows_at_most,
         table_uri,
         table_version,
     )
@@ -652,7 +644,7 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
         if isinstance(ids, list) and not ids:
             return TasksResult(), {"task_events": [], "tasks": []}
         some_ids = ids is None or (isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS)
-        if some_ids and _rows_at_most(msg_path, version, LOCAL_FOLD_ROWS):
+        if some_ids and rows_at_most(table_uri(msg_path), LOCAL_FOLD_ROWS, version):
             # a table small enough to read on the driver: the reports read by delta-rs,
             # folded in-process
             # only a null test goes to the scan (string statistics in a Delta log may be
