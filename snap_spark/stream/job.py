@@ -272,6 +272,8 @@ class StreamPlan:
     kafka_bootstrap: str | None = None
     topic: str | None = None
     max_files_per_trigger: int | None = None
+    #: at most this many Kafka records per micro-batch (Spark's ``maxOffsetsPerTrigger``)
+    max_offsets_per_trigger: int | None = None
     progress_json: str | None = None
     #: partitions of the replay state (default: the cluster's default parallelism)
     state_partitions: int | None = None
@@ -287,15 +289,16 @@ def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> Data
         from snap_spark.maven_jars import require_kafka_connector
 
         require_kafka_connector(spark)
-        records = (
+        kafka = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", plan.kafka_bootstrap)
             .option("subscribe", plan.topic)
             .option("startingOffsets", "earliest")
             .option("failOnDataLoss", "true")
-            .load()
-            .select("topic", "partition", "offset", "value", "timestamp")
         )
+        if plan.max_offsets_per_trigger:
+            kafka = kafka.option("maxOffsetsPerTrigger", str(plan.max_offsets_per_trigger))
+        records = kafka.load().select("topic", "partition", "offset", "value", "timestamp")
         return records.mapInArrow(functools.partial(land_kafka, spec), landed_struct())
     assert plan.landing is not None
     globs = ",".join(f"*.{s}" for s in _INPUT_SUFFIXES) + "," + ",".join(
@@ -379,6 +382,10 @@ class StreamVerify(Job):
                             f"against the lake (default {DEFAULT_LATENESS:g})")
         parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
                             help="at most N new files per micro-batch (landing folder)")
+        parser.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                            help="at most N records per micro-batch (Kafka; spread over the "
+                            "topic's partitions by Spark); available-now then runs "
+                            "several micro-batches")
         parser.add_argument("--state-partitions", type=int, metavar="N",
                             help="partitions of the replay state, fixed when a checkpoint is "
                             "new (default: the cluster's default parallelism)")
@@ -397,6 +404,15 @@ class StreamVerify(Job):
             raise UsageError(f"--lateness must be seconds >= 0, got {args.lateness}")
         if args.max_files_per_trigger is not None and args.max_files_per_trigger < 1:
             raise UsageError("--max-files-per-trigger must be at least 1")
+        if args.max_files_per_trigger is not None and not args.landing:
+            raise UsageError("--max-files-per-trigger is for --landing; a Kafka source takes "
+                             "--max-offsets-per-trigger")
+        if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+            raise UsageError("--max-offsets-per-trigger must be at least 1")
+        if args.max_offsets_per_trigger is not None and not args.kafka_bootstrap:
+            raise UsageError("--max-offsets-per-trigger is for a Kafka source "
+                             "(--kafka-bootstrap); a landing folder takes "
+                             "--max-files-per-trigger")
         if args.state_partitions is not None and args.state_partitions < 1:
             raise UsageError("--state-partitions must be at least 1")
 
@@ -407,6 +423,7 @@ class StreamVerify(Job):
             lateness=args.lateness, run_id=uuid.uuid4().hex, landing=args.landing,
             kafka_bootstrap=args.kafka_bootstrap, topic=args.topic,
             max_files_per_trigger=args.max_files_per_trigger,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
             progress_json=args.progress_json, state_partitions=args.state_partitions)
         return run_stream(spark, plan, parse_trigger(args.trigger))
 

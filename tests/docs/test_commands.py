@@ -6,7 +6,11 @@ before its opening fence, one of two marks:
 - ``<!-- runnable -->``: :func:`test_a_page_s_runnable_blocks_run` runs the block with
   ``bash -e -o pipefail`` in a scratch workspace of that page (:func:`workspace`). The blocks
   of one page run in order in one workspace, so a later block may use what an earlier one
-  wrote (``make run`` then ``make audit``).
+  wrote (``make run`` then ``make audit``). A page whose first block begins with the whole
+  text of a first block run before, from an empty workspace, in the same run (``make run``
+  opens the README's tour, the audit page and the task page) starts from what that block
+  left and runs the rest: the commands are the same, on the same sample, so running them
+  again would only land the same lake again (:func:`replayed_start`).
 - ``<!-- not runnable: REASON -->``: a synopsis with placeholders, a command that needs a
   YARN or Kubernetes cluster, one that waits for a person; the reason is said.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -167,17 +172,102 @@ def run_environment() -> dict[str, str]:
 RUN_PAGES = [page for page in PAGES if any(b.runnable for b in shell_blocks(page))]
 
 
+def _copy(source: Path, target: Path) -> None:
+    """A file or a folder (its links kept as links)."""
+    if source.is_dir() and not source.is_symlink():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+@dataclass
+class FirstBlocks:
+    """What each page's first runnable block left in the workspace, kept for the pages run
+    later in the same test run: the block's text and a copy of what it wrote."""
+
+    root: Path
+    left: dict[str, Path]
+
+    def keep(self, text: str, ws: Path) -> None:
+        """Copy what ``text``, run in the empty workspace ``ws``, wrote there."""
+        kept = self.root / f"left-{len(self.left)}"
+        kept.mkdir(parents=True)
+        for entry in ws.iterdir():
+            if entry.name not in LINKED:
+                _copy(entry, kept / entry.name)
+        self.left[text] = kept
+
+
+def replayed_start(first: Block, kept: FirstBlocks, ws: Path) -> str | None:
+    """When ``first`` begins with the whole text of a first block kept before, put what that
+    block left into the empty workspace ``ws`` and return the rest of ``first`` to run
+    (``""`` when nothing is left); ``None`` when no kept block begins it."""
+    for text, left in kept.left.items():
+        if first.text == text or first.text.startswith(text + "\n"):
+            shutil.rmtree(ws / "data")
+            for entry in left.iterdir():
+                _copy(entry, ws / entry.name)
+            return first.text[len(text):].lstrip("\n")
+    return None
+
+
+@pytest.fixture(scope="module")
+def first_blocks(tmp_path_factory: pytest.TempPathFactory) -> FirstBlocks:
+    return FirstBlocks(tmp_path_factory.mktemp("first-blocks"), {})
+
+
+@pytest.fixture(scope="module")
+def workspace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One path for every page's workspace (emptied in between): the lake's rows name the
+    files they came from by absolute path, so a kept lake is used at the path it was
+    landed at."""
+    return tmp_path_factory.mktemp("docs") / "ws"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
-def test_a_page_s_runnable_blocks_run(page: Path, tmp_path: Path) -> None:
+def test_a_page_s_runnable_blocks_run(page: Path, workspace_path: Path,
+                                      first_blocks: FirstBlocks) -> None:
     """The page's runnable blocks, in order, in one workspace: each exits 0."""
     stale = setup_is_current()
     assert stale is None, stale
-    ws = workspace(tmp_path / "ws")
+    if workspace_path.exists():
+        shutil.rmtree(workspace_path)
+    ws = workspace(workspace_path)
     env = run_environment()
-    for block in (b for b in shell_blocks(page) if b.runnable):
-        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=ws,
+    blocks = [b for b in shell_blocks(page) if b.runnable]
+    rest = replayed_start(blocks[0], first_blocks, ws)
+    for i, block in enumerate(blocks):
+        text = rest if i == 0 and rest is not None else block.text
+        if not text.strip():
+            continue
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ws,
                               env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (
-            f"{block.where()} exited {done.returncode}\n--- block\n{block.text}\n"
+            f"{block.where()} exited {done.returncode}\n--- block\n{text}\n"
             f"--- stdout (end)\n{done.stdout[-3000:]}\n--- stderr (end)\n{done.stderr[-3000:]}")
+        if i == 0 and rest is None:
+            first_blocks.keep(block.text, ws)
+
+
+def test_a_page_starts_from_a_kept_first_block_only_when_it_begins_with_it(
+        tmp_path: Path) -> None:
+    """:func:`replayed_start` takes a kept block's result only for a first block that begins
+    with the kept block's whole lines, and leaves the rest of the block to run."""
+    ws = workspace(tmp_path / "ws")
+    (ws / "data" / "lake").mkdir()
+    kept = FirstBlocks(tmp_path / "kept", {})
+    kept.keep("make run", ws)
+    shutil.rmtree(ws / "data")
+    (ws / "data").mkdir()
+    page = tmp_path / "page.md"
+
+    def block(text: str) -> Block:
+        return Block(page, 1, RUNNABLE, text)
+
+    assert replayed_start(block("make run-nostr"), kept, ws) is None
+    assert replayed_start(block("make runner\nmake run"), kept, ws) is None
+    assert not (ws / "data" / "lake").exists()
+    assert replayed_start(block("make run\nmake tasks"), kept, ws) == "make tasks"
+    assert (ws / "data" / "lake").is_dir() and (ws / "Makefile").is_symlink()
+    assert replayed_start(block("make run"), kept, ws) == ""

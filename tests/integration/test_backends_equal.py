@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,6 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from snap_spark.maven_jars import DELTA
 from snap_spark.pipeline.job import run
 from snap_spark.samples.messages import SampleConfig, generate
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
@@ -27,7 +23,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 TABLES = ("raw_messages", "messages")
 PER_RUN = ("ingest_id", "ingest_time")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def rows(lake: Path, table: str) -> list[dict[str, Any]]:
@@ -109,32 +104,6 @@ def test_a_rerun_on_delta_spark_adds_nothing(
     assert "backend=delta-spark" in capsys.readouterr().err
     assert (again.files_seen, again.files_processed, again.lines_read) == (2, 0, 0)
     assert [DeltaTable(str(lake / t)).version() for t in TABLES] == versions
-
-
-def test_spark_submit_with_the_cached_jars_runs_on_delta_spark(tmp_path: Path) -> None:
-    """What ``make run`` does: spark-submit --jars <cache> (the driver JVM starts before
-    Python, so only spark-submit can put the JARs on its classpath)."""
-    jars = DELTA.available()
-    assert jars is not None, "Delta's JARs are not cached: run `make setup`"
-    path = tmp_path / "in.jsonl"
-    lines = [line for line, _ in generate(SampleConfig(agents=3, messages=20, seed=1))]
-    path.write_bytes(b"\n".join(lines) + b"\n")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
-         "--conf", "spark.ui.enabled=false", "--jars", ",".join(jars),
-         str(ROOT / "jobs" / "verify_messages.py"), "--input", str(path),
-         "--lake", str(tmp_path / "lake")],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "snap-spark" in line]
-    assert any("backend=delta-spark" in line for line in said), said
-    assert len(delta_rows(tmp_path / "lake" / "messages")) == 20
-    # committed in place (the tasks' files, no copy by Delta's writer)
-    info = DeltaTable(str(tmp_path / "lake" / "messages")).history(1)[0]
-    assert str(info.get("engineInfo")).startswith("delta-rs")
-    assert not (tmp_path / "lake" / "_staging").exists()
 
 
 @pytest.mark.parametrize("backend", ["delta-rs", "delta-spark"])

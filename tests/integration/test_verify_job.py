@@ -252,22 +252,44 @@ def test_bare_lines_need_a_clock_and_nothing_is_written(
 
 
 def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
-    """The job as a user launches it: spark-submit jobs/verify_messages.py."""
+    """The job as a user launches it, as ``make run`` does: ``spark-submit --jars <the Delta
+    JARs make setup cached> jobs/verify_messages.py`` (the driver JVM starts before Python,
+    so only spark-submit can put the JARs on its classpath). The backend is then delta-spark;
+    the job commits its files in place (no copy by Delta's writer, no staging left); its
+    summary line counts what the checker decides; ``--help`` answers through spark-submit."""
+    from snap_spark.maven_jars import DELTA
+
+    jars = DELTA.available()
+    assert jars is not None, "Delta's JARs are not cached: run `make setup`"
+    lines = [line for line, _ in generate(SampleConfig(agents=3, messages=20, seed=1))]
+    lines.append(b"oops")
     path = tmp_path / "in.jsonl"
-    path.write_bytes(envelope(signed()) + b"\n" + b"oops\n")
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    verdicts = check_lines(lines, ReceiptClock.refuse(),
+                           names=[line_name(str(path), n) for n in range(1, len(lines) + 1)])
+    valid = sum(1 for v in verdicts if v.error_code is None)
+    assert 0 < valid < len(lines)
     submit = Path(sys.executable).parent / "spark-submit"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     root = Path(__file__).resolve().parents[2]
+    lake = tmp_path / "lake"
     proc = subprocess.run(
         [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         str(root / "jobs" / "verify_messages.py"), "--input", str(path),
-         "--lake", str(tmp_path / "lake")],
+         "--jars", ",".join(jars), str(root / "jobs" / "verify_messages.py"),
+         "--input", str(path), "--lake", str(lake)],
         capture_output=True, text=True, timeout=300, env=env, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "lines read: 2   valid: 1   rejected: 1   balance: OK" in proc.stdout
-    assert "stage 4/4" in proc.stdout + proc.stderr  # spark-submit merges them
-    assert len(table(tmp_path / "lake", "messages")) == 2
+    said = proc.stdout + proc.stderr  # spark-submit merges them
+    assert (f"lines read: {len(lines)}   valid: {valid}   rejected: {len(lines) - valid}   "
+            "balance: OK") in proc.stdout
+    assert "stage 4/4" in said
+    assert any("backend=delta-spark" in line for line in said.splitlines()
+               if "snap-spark" in line), said[-3000:]
+    assert len(table(lake, "messages")) == len(lines)
+    info = DeltaTable(str(lake / "messages")).history(1)[0]
+    assert str(info.get("engineInfo")).startswith("delta-rs")
+    assert not (lake / "_staging").exists()
     helped = subprocess.run([str(submit), str(root / "jobs" / "verify_messages.py"), "--help"],
                             capture_output=True, text=True, timeout=300, env=env, check=False)
     assert helped.returncode == 0 and "--bare-clock" in helped.stdout

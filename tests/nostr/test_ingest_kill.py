@@ -92,7 +92,13 @@ def test_killed_while_landing_the_stored_messages_then_finished_equals_one_run(
 
 
 def check(lake: Path, reference: dict[str, list[str]]) -> None:
-    assert tables(lake) == reference
+    got = tables(lake)
+    differing = {name: {"only here": sorted(set(got[name]) - set(reference[name]))[:3],
+                        "only in the reference": sorted(set(reference[name])
+                                                        - set(got[name]))[:3],
+                        "rows": (len(got[name]), len(reference[name]))}
+                 for name in TABLES if got[name] != reference[name]}
+    assert not differing, json.dumps(differing, indent=1)
     sources = Counter(r["source"] for r in delta_rows(lake / "raw_messages"))
     assert sources and max(sources.values()) == 1  # each stored message landed once
     for name in TABLES:

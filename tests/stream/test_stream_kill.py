@@ -140,16 +140,18 @@ def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
 def test_kill_a_kafka_stream_and_restart(
         tmp_path: Path, lines: list[bytes], kafka: Any, topic_name: str, moment: str,
         hold: str, nth: int) -> None:
+    """Half the lines per micro-batch (``--max-offsets-per-trigger``): batch 0 commits
+    whole, batch 1 is killed after its Delta commits, before Spark's checkpoint commit."""
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     kafka.create_topic(topic_name, 1)
     half = len(lines) // 2
     args = ["--kafka-bootstrap", kafka.broker.bootstrap, "--topic", topic_name,
-            "--lake", str(lake), "--checkpoint", str(ckpt)]
-    kafka.produce(topic_name, lines[:half], partition=0)
-    finish(start_stream(args))  # batch 0: the first half
-    kafka.produce(topic_name, lines[half:], partition=0)
-    # the first batch this process commits holds the second half
-    kill_when(start_stream(args, hold, nth), HOLDING + hold)
+            "--lake", str(lake), "--checkpoint", str(ckpt),
+            "--max-offsets-per-trigger", str(half)]
+    kafka.produce(topic_name, lines, partition=0)
+    # the second batch this process commits holds the second half
+    said = kill_when(start_stream(args, hold, nth + 1), HOLDING + hold)
+    assert said.count(f"committed ({half} lines)") == 2, said[-3000:]
     finish(start_stream(args))
     source = kafka_source_file(topic_name, 0)
     check_lake(lake, _reference(lines, [(source, n) for n in range(1, len(lines) + 1)]))
