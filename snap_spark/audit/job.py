@@ -160,30 +160,21 @@ LOCAL_AUDIT_ROWS = 100_000
 def _read_tables(spark: SparkSession, lake_dir: str
                  ) -> tuple[dict[str, DataFrame], dict[str, dict[str, Any]]]:
     """The audited tables present, each read at the version it has now (pinned, so every
-    figure of one table comes from one snapshot), and their versions and row counts."""
-    from pyspark import StorageLevel
+    figure of one table comes from one snapshot; a small table read on the driver,
+    :func:`snap_spark.lake.read_frame`), and their versions and row counts."""
+    from snap_spark.lake import read_frame, table_version
 
-    from snap_spark.lake import get_lake, read_arrow, rows_at_most, table_version
-
-    lake = get_lake(spark)
     frames: dict[str, DataFrame] = {}
     facts: dict[str, dict[str, Any]] = {}
     for name in AUDITED:
         path = storage.join(lake_dir, name)
-        uri = storage.delta_table_uri(path)
-        version = table_version(uri)
-        if version < 0:
+        version = table_version(storage.delta_table_uri(path))
+        read = read_frame(spark, path, version, local_rows=LOCAL_AUDIT_ROWS)
+        if read is None:
             facts[name] = {"present": False, "version": None, "rows": None}
             continue
-        if rows_at_most(uri, LOCAL_AUDIT_ROWS, version):
-            table = read_arrow(path, version=version)
-            frames[name] = spark.createDataFrame(table)
-            facts[name] = {"present": True, "version": version, "rows": table.num_rows}
-            continue
-        # every figure reads the table again: read its files once
-        frames[name] = lake.read(spark, path, version=version).persist(
-            StorageLevel.MEMORY_AND_DISK)
-        facts[name] = {"present": True, "version": version, "rows": frames[name].count()}
+        frames[name], rows = read
+        facts[name] = {"present": True, "version": version, "rows": rows}
     return frames, facts
 
 
