@@ -56,10 +56,16 @@ def tables(lake: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def reference(paths: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+def reference(spark: Any, paths: dict[str, str], tmp_path_factory: pytest.TempPathFactory
               ) -> dict[str, list[str]]:
+    """The tables of one uninterrupted run, landed in this process (the session's settings
+    are the job processes': local[2], two shuffle partitions, delta-rs)."""
+    from snap_spark.nostr.ingest import ingest
+    from snap_spark.nostr.stored import Keyring
+
     lake = tmp_path_factory.mktemp("nostr-kill-ref") / "lake"
-    finish(start_job("ingest_nostr.py", args(paths, lake)))
+    ingest(spark, str(lake), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),
+           well_known=[paths["well_known"]])
     return tables(lake)
 
 
