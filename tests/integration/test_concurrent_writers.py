@@ -241,17 +241,22 @@ def _files_ever_added(table: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_once(
-        tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path) -> None:
     # The stored (kind 4339) messages of a Nostr sample, decrypted, also reach the lake as
     # an archive through the batch job, at the same moment: each message is accepted once
-    # (the other copy is its 2006), exactly as when the two run one after the other.
+    # (the other copy is its 2006), exactly as when the two run one after the other (that
+    # sequential reference is landed in this process; the two at once are job processes).
+    from snap_spark.nostr.ingest import ingest
+    from snap_spark.nostr.stored import Keyring
+
     stem = str(tmp_path / "s")
     write_nostr_sample(NostrSampleConfig(cards=8, messages=60, well_known=4, seed=4), stem)
     paths = output_paths(stem)
     nostr_args = ["--input", paths["events"], "--keyring", paths["keyring"],
                   "--well-known", paths["well_known"]]
     first = tmp_path / "sequential"
-    finish(start_job("ingest_nostr.py", [*nostr_args, "--lake", str(first)]))
+    ingest(spark, str(first), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),
+           well_known=[paths["well_known"]])
     stored = sorted(delta_rows(first / "raw_messages"), key=lambda r: r["line_no"])
     assert len(stored) >= 30
     archive_file = tmp_path / "stored-copies.jsonl"
@@ -263,7 +268,7 @@ def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_onc
         envelope["source"] = "archive"
         copies.append(json.dumps(envelope).encode() + b"\n")
     archive_file.write_bytes(b"".join(copies))
-    finish(start_job("verify_messages.py", ["--input", str(archive_file), "--lake", str(first)]))
+    run(spark, [str(archive_file)], str(first))
 
     together = tmp_path / "concurrent"
     procs = [start_job("ingest_nostr.py", [*nostr_args, "--lake", str(together)]),
@@ -285,7 +290,7 @@ def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_onc
 
 @pytest.mark.slow
 def test_a_writer_that_cannot_get_the_lease_exits_1_and_a_rerun_completes_it(
-        archive: dict[str, Any], tmp_path: Path) -> None:
+        spark: Any, archive: dict[str, Any], tmp_path: Path) -> None:
     # Another writer (on another host: it cannot be seen dead) holds the lease for the
     # whole run: the job gives up after the wait, exit 1, one line naming the lake.
     from snap_spark.lake.lease import LEASE_FOLDER, LEASE_WAIT_ENV, _name
@@ -305,10 +310,10 @@ def test_a_writer_that_cannot_get_the_lease_exits_1_and_a_rerun_completes_it(
     assert "other-host" in said[0]
     assert not (lake / "messages" / "_delta_log").exists()  # nothing of messages written
     assert not list((lake / "messages").rglob("*.parquet"))
-    # The holder gives the lease back: the same command completes the run.
+    # The holder gives the lease back: the same run, here in this process, completes it.
     held.write_text(json.dumps({"holder": "x", "what": "messages", "host": "other-host",
                                 "pid": 1, "expires": time.time() + 3600, "released": True}))
-    finish(start_job("verify_messages.py", ["--input", path, "--lake", str(lake)]))
+    run(spark, [path], str(lake))
     reference = _reference(archive["parts"][:1], [path])
     assert _verdicts(lake) == reference
     _lines_once(lake, len(reference))
