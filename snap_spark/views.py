@@ -55,8 +55,8 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
     Each view holds the version its table had when registered: call this again to see
     later commits. A table of at most ``local_rows`` rows (default
     :data:`snap_spark.lake.LOCAL_READ_ROWS`, 100,000) is read once, on the driver by
-    delta-rs, and queried in memory; a larger one is read by the session's Delta backend
-    (:func:`snap_spark.lake.get_lake`) and cached (:func:`snap_spark.lake.read_frame`). On a
+    delta-rs, and queried in memory; a larger one stays a lazy read by the session's Delta
+    backend (:func:`snap_spark.lake.get_lake`; :func:`snap_spark.lake.read_frame`). On a
     lake of 3,000 messages, ``notebooks/explore_lake.ipynb`` ran its queries in 13 s this
     way, against 32 s on Spark reads of the tables at each query.
 
@@ -69,9 +69,8 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
 
     limit = LOCAL_READ_ROWS if local_rows is None else local_rows
     names = []
-    for name, present in lake_tables(lake_dir).items():
-        read = read_frame(spark, storage.join(lake_dir, name), local_rows=limit) \
-            if present else None
+    for name in _known():
+        read = read_frame(spark, storage.join(lake_dir, name), local_rows=limit, cache=False)
         if read is not None:
             read[0].createOrReplaceTempView(prefix + name)
             names.append(prefix + name)

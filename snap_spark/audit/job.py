@@ -173,7 +173,7 @@ def _read_tables(spark: SparkSession, lake_dir: str
         if read is None:
             facts[name] = {"present": False, "version": None, "rows": None}
             continue
-        frames[name], rows = read
+        frames[name], rows = read  # counted: read with the cache
         facts[name] = {"present": True, "version": version, "rows": rows}
     return frames, facts
 

@@ -348,7 +348,8 @@ LOCAL_READ_ROWS = 100_000
 
 
 def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
-               local_rows: int = LOCAL_READ_ROWS) -> tuple[DataFrame, int] | None:
+               local_rows: int = LOCAL_READ_ROWS, cache: bool = True
+               ) -> tuple[DataFrame, int | None] | None:
     """A Delta table (at ``version`` when given, else the newest) as a Spark DataFrame and
     its row count, ``None`` when there is no table.
 
@@ -356,8 +357,10 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     Spark as Arrow: every later query of the DataFrame runs on those rows in memory, with
     no read of the table's log or files (on a lake of 3,000 messages this made the audit
     twice as fast). A larger one is read by the session's Delta backend
-    (:func:`get_lake`) and kept in memory and on disk, so that queries after the first do
-    not read its files again. Either way the frame holds the one version it was read at.
+    (:func:`get_lake`); with ``cache`` it is kept in memory and on disk and counted at
+    once, so that queries after the first do not read its files again; without, it stays
+    a lazy read and its count is ``None``. Either way the frame holds the one version it
+    was read at.
     """
     from pyspark import StorageLevel
 
@@ -371,8 +374,10 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     if rows_at_most(uri, local_rows, version):
         table = read_arrow(path, version=version)
         return spark.createDataFrame(table), table.num_rows
-    frame = get_lake(spark).read(spark, path, version=version).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    frame = get_lake(spark).read(spark, path, version=version)
+    if not cache:
+        return frame, None
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     return frame, frame.count()
 
 
