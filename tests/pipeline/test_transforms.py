@@ -113,3 +113,28 @@ def test_workers_re_read_no_archive_index_before_a_task(spark: Any) -> None:
     its 5,261-entry index again (0.13 s per task). The workers hold no archive importer."""
     archives = spark.sparkContext.parallelize(range(4), 2).map(_worker_archives).collect()
     assert archives == [[]] * 4
+
+
+def _worker_heap(_: int) -> tuple[int, int, bool]:
+    """A worker's frozen objects, the objects its next full collection walks, and whether
+    it holds snap-spark's worker modules before importing anything itself."""
+    import gc
+    import sys
+
+    from snap_spark.worker_daemon import WORKER_MODULES
+
+    return (gc.get_freeze_count(), len(gc.get_objects()),
+            all(name in sys.modules for name in WORKER_MODULES))
+
+
+def test_workers_fork_with_their_modules_loaded_and_frozen(spark: Any) -> None:
+    """PySpark's daemon runs a full ``gc.collect()`` in a reused worker after every task;
+    the workers fork from a daemon that loaded their modules and froze those objects, so
+    that collection walks what the worker made itself, not PyArrow's, pandas' and PySpark's
+    objects (tens of thousands)."""
+    heaps = spark.sparkContext.parallelize(range(4), 2).map(_worker_heap).collect()
+    assert len(heaps) == 4
+    for frozen, walked, preloaded in heaps:
+        assert preloaded
+        assert frozen > 20_000, frozen
+        assert walked < frozen / 2, (walked, frozen)
