@@ -487,7 +487,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     # landing mode: each bucket keeps its candidates in files under the run's staging
     verdicts = replay_verdicts(replay_input(landed_stream(spark, plan, spec)),
                                settings.replay_window, plan.lateness,
-                               buckets=state_buckets(spark, plan.checkpoint, partitions),
+                               buckets=state_buckets(plan.checkpoint, partitions),
                                candidates_dir=f"{staging}/candidates")
     result = StreamResult()
     progress = BatchProgress()

@@ -61,10 +61,11 @@ later (that one comes out ``exact = false``, and re-deciding its key repairs the
 
 **State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``): PySpark
 4.0 costs about 1.5 ms of state calls and frames per grouping key, so one group per key ran
-the stream at 500 lines/s. A new checkpoint gets four buckets per state partition, their
-ids chosen so that each partition holds four (:func:`state_buckets`, recorded in the
-checkpoint); checkpoints started before that keep the 32 buckets ``0 .. 31`` they began
-with (which Spark spreads 12/20 over two partitions). Each bucket holds its keys as one
+the stream at 500 lines/s. A new checkpoint gets one bucket per state partition, its id
+chosen so that Spark's hash places one in each partition (:func:`state_buckets`, computed
+on the driver by :func:`spark_partition`, recorded in the checkpoint); checkpoints started
+earlier keep the buckets they began with: four per partition, or the 32 buckets
+``0 .. 31`` (which Spark spreads 12/20 over two partitions). Each bucket holds its keys as one
 Arrow table, a row per key (the event time at which ``expire`` will have dropped it whole,
 and its :class:`~snap_spark.protocol.replay.ReplayKeyState`: in columns when it is one
 candidate, as most keys' are, else as the JSON of
@@ -309,7 +310,7 @@ LAYOUT_FILE: Final = "snap_spark_state.json"
 BUCKETS_PER_PARTITION: Final = 1
 
 
-def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list[int]:
+def state_buckets(checkpoint: str, partitions: int) -> list[int]:
     """The bucket ids of the replay state of the query checkpointed at ``checkpoint``
     (pass them to :func:`replay_verdicts`).
 
@@ -318,13 +319,13 @@ def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list
       with: ``0 .. DEFAULT_BUCKETS - 1``.
     - A new checkpoint gets :data:`BUCKETS_PER_PARTITION` ids per state partition, chosen
       so that each of the ``partitions`` holds as many (Spark places a bucket by its hash
-      modulo the partitions; ids ``0 .. n - 1`` would fall unevenly), and records them
-      before the query starts.
+      modulo the partitions, :func:`spark_partition`; ids ``0 .. n - 1`` would fall
+      unevenly), and records them before the query starts.
 
     Example::
 
-        ids = state_buckets(spark, "/ckpt", partitions=2)   # a new checkpoint
-        assert len(ids) == 2 and ids == state_buckets(spark, "/ckpt", partitions=64)
+        ids = state_buckets("/ckpt", partitions=2)   # a new checkpoint
+        assert len(ids) == 2 and ids == state_buckets("/ckpt", partitions=64)
     """
     import json
 
@@ -338,15 +339,10 @@ def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list
         return list(range(DEFAULT_BUCKETS))
     per_partition = BUCKETS_PER_PARTITION
     taken: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    candidates = (spark.range(0, 64 * per_partition * partitions)
-                  .select(F.col("id").cast("int").alias("id"),
-                          F.pmod(F.hash(F.col("id").cast("int")), F.lit(partitions))
-                          .alias("partition"))
-                  .toArrow())
-    for bucket, partition in zip(candidates.column("id").to_pylist(),
-                                 candidates.column("partition").to_pylist(), strict=True):
-        if len(taken[partition]) < per_partition:
-            taken[partition].append(bucket)
+    for bucket in range(64 * per_partition * partitions):
+        chosen = taken[spark_partition(bucket, partitions)]
+        if len(chosen) < per_partition:
+            chosen.append(bucket)
     ids = sorted(i for chosen in taken.values() for i in chosen)
     if len(ids) != per_partition * partitions:  # no id hashes to some partition (never seen)
         ids = list(range(per_partition * partitions))
@@ -355,6 +351,42 @@ def state_buckets(spark: SparkSession, checkpoint: str, partitions: int) -> list
     with filesystem.open_output_stream(path) as out:
         out.write(json.dumps({"bucket_ids": ids, "partitions": partitions}).encode())
     return ids
+
+
+_MASK32: Final = 0xFFFFFFFF
+
+
+def _rotl32(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK32
+
+
+def spark_partition(value: int, partitions: int) -> int:
+    """The partition Spark's hash partitioning gives an ``int`` grouping key among
+    ``partitions``: ``pmod(hash(value), partitions)``, where ``hash`` is Spark's 32-bit
+    Murmur3 of a 4-byte integer with seed 42 (its ``hash`` function and its shuffle's
+    ``HashPartitioning``). Computed here, a new checkpoint's buckets are chosen without a
+    Spark job; tests/stream/test_replay_state.py compares it with Spark's own.
+
+    Examples:
+        >>> [spark_partition(b, 2) for b in range(6)]
+        [1, 1, 0, 1, 0, 0]
+    """
+    if not -(2 ** 31) <= value < 2 ** 31:
+        raise ValueError(f"not a 32-bit integer: {value}")
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    k1 = (value & _MASK32) * 0xCC9E2D51 & _MASK32
+    k1 = _rotl32(k1, 15) * 0x1B873593 & _MASK32
+    h1 = _rotl32(42 ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _MASK32
+    h1 ^= 4  # the input's length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK32
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK32
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 >= 1 << 31 else h1
+    return signed % partitions
 
 
 def state_rows(progress: Mapping[str, Any] | None) -> int | None:

@@ -48,6 +48,7 @@ from snap_spark.stream.replay_state import (
     decode_bucket,
     expiry_ms,
     replay_verdicts,
+    spark_partition,
     state_buckets,
     state_keys,
     state_rows,
@@ -234,7 +235,7 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path,
                                                   layout: str) -> None:
     # the layout of checkpoints before state_buckets, and the one it gives a new one
     buckets = (DEFAULT_BUCKETS if layout == "32-buckets"
-               else state_buckets(spark, str(tmp_path / "ckpt"), 2))
+               else state_buckets(str(tmp_path / "ckpt"), 2))
     c = Candidates(seed=11)
     span = 6 * WINDOW
     generated = c.generated(n_keys=60, span=span)
@@ -681,7 +682,7 @@ def test_landing_mode_holds_and_reports_what_the_general_path_does(
 def test_a_new_checkpoint_gets_buckets_spread_evenly_and_keeps_them(spark: Any, tmp_path: Path,
                                                                   partitions: int) -> None:
     checkpoint = tmp_path / "ckpt"
-    ids = state_buckets(spark, str(checkpoint), partitions)
+    ids = state_buckets(str(checkpoint), partitions)
     assert len(ids) == len(set(ids)) == BUCKETS_PER_PARTITION * partitions
     # Spark places a grouping key by its Murmur3 hash modulo the partitions
     placed = (spark.createDataFrame([(i,) for i in ids], "b int")
@@ -692,15 +693,28 @@ def test_a_new_checkpoint_gets_buckets_spread_evenly_and_keeps_them(spark: Any, 
     recorded = json.loads((checkpoint / LAYOUT_FILE).read_text())
     assert recorded["bucket_ids"] == ids
     # the same checkpoint later, whatever the partitions asked for then
-    assert state_buckets(spark, str(checkpoint), 64) == ids
+    assert state_buckets(str(checkpoint), 64) == ids
 
 
-def test_a_checkpoint_started_before_the_record_keeps_its_32_buckets(spark: Any,
-                                                                    tmp_path: Path) -> None:
+def test_spark_partition_is_spark_s_own_placement(spark: Any) -> None:
+    """The partition computed on the driver equals Spark's ``pmod(hash(b), n)`` (its shuffle
+    places an ``int`` grouping key so) for every value tried: both signs, the 32-bit ends,
+    and partition counts from 1 to 200."""
+    values = [*range(-2000, 2000), 2 ** 31 - 1, -(2 ** 31), 12_345_678, -987_654_321]
+    frame = spark.createDataFrame([(v,) for v in values], "b int")
+    for partitions in (1, 2, 3, 7, 64, 200):
+        placed = {r["b"]: r["p"] for r in frame.select(
+            "b", F.pmod(F.hash("b"), F.lit(partitions)).alias("p")).collect()}
+        assert {v: spark_partition(v, partitions) for v in values} == placed, partitions
+    with pytest.raises(ValueError, match="32-bit"):
+        spark_partition(2 ** 31, 2)
+
+
+def test_a_checkpoint_started_before_the_record_keeps_its_32_buckets(tmp_path: Path) -> None:
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
     (checkpoint / "metadata").write_text('{"id":"a-query-of-an-earlier-version"}')
-    assert state_buckets(spark, str(checkpoint), 2) == list(range(DEFAULT_BUCKETS))
+    assert state_buckets(str(checkpoint), 2) == list(range(DEFAULT_BUCKETS))
     assert not (checkpoint / LAYOUT_FILE).exists()
 
 
