@@ -60,6 +60,9 @@ class JobResult:
     #: earlier rows of ``messages`` whose verdict this run changed (an earlier-received copy
     #: of their message arrived late: docs/verdicts.md), in the same commit
     rows_redecided: int = 0
+    #: what re-deciding those rows did to the table's count of each code (``None``: valid;
+    #: zeros left out): a run's counts plus these add up to the change in the table
+    redecided_codes: dict[int | None, int] = field(default_factory=dict)
     #: tasks whose ``task_events``/``tasks`` rows this run folded again (None: not refreshed)
     tasks_refreshed: int | None = None
     #: message keys ``(from, id)`` decided again at commit because another writer had
@@ -87,6 +90,12 @@ class JobResult:
         self.raw_rows_written += other.raw_rows_written
         self.message_rows_written += other.message_rows_written
         self.rows_redecided += other.rows_redecided
+        for code, n in other.redecided_codes.items():
+            total = self.redecided_codes.get(code, 0) + n
+            if total:
+                self.redecided_codes[code] = total
+            else:
+                self.redecided_codes.pop(code, None)
         for code, n in other.counts.items():
             self.counts[code] = self.counts.get(code, 0) + n
 
@@ -95,30 +104,38 @@ class JobResult:
         return sum(n for code, n in self.counts.items() if code is not None)
 
 
-def verdict_figures(lines: int, counts: Mapping[int | None, int], redecided: int
-                    ) -> dict[str, Any]:
+def verdict_figures(lines: int, counts: Mapping[int | None, int], redecided: int,
+                    redecided_codes: Mapping[int | None, int] | None = None) -> dict[str, Any]:
     """A pass's figures as its ``messages`` commit records them (JSON: codes as strings,
     ``valid`` for accepted lines); :func:`read_figures` reads them back.
 
     Examples:
         >>> verdict_figures(3, {None: 2, 2006: 1}, 0)
-        {'lines': 3, 'counts': {'valid': 2, '2006': 1}, 'rows_redecided': 0}
-        >>> read_figures(verdict_figures(3, {None: 2, 2006: 1}, 0))
-        (3, {None: 2, 2006: 1}, 0)
+        {'lines': 3, 'counts': {'valid': 2, '2006': 1}, 'rows_redecided': 0, \
+'redecided_codes': {}}
+        >>> read_figures(verdict_figures(3, {None: 2, 2006: 1}, 1, {None: -1, 2006: 1}))
+        (3, {None: 2, 2006: 1}, 1, {None: -1, 2006: 1})
     """
     return {"lines": lines,
-            "counts": {("valid" if code is None else str(code)): n
-                       for code, n in counts.items() if n},
-            "rows_redecided": redecided}
+            "counts": _coded(counts),
+            "rows_redecided": redecided,
+            "redecided_codes": _coded(redecided_codes or {})}
 
 
-def read_figures(figures: Mapping[str, Any]) -> tuple[int, dict[int | None, int], int]:
-    """``(lines, counts, rows_redecided)`` of :func:`verdict_figures`."""
-    counts = {(None if code == "valid" else int(code)): int(n)
-              for code, n in figures["counts"].items()}
-    return int(figures["lines"]), counts, int(figures.get("rows_redecided", 0))
+def _coded(counts: Mapping[int | None, int]) -> dict[str, int]:
+    """``counts`` with JSON keys (``valid`` for ``None``), zeros left out."""
+    return {("valid" if code is None else str(code)): n for code, n in counts.items() if n}
 
 
+def read_figures(figures: Mapping[str, Any]
+                 ) -> tuple[int, dict[int | None, int], int, dict[int | None, int]]:
+    """``(lines, counts, rows_redecided, redecided_codes)`` of :func:`verdict_figures`
+    (commits recorded before ``redecided_codes`` existed read as none)."""
+    def uncoded(coded: Mapping[str, Any]) -> dict[int | None, int]:
+        return {(None if code == "valid" else int(code)): int(n) for code, n in coded.items()}
+
+    return (int(figures["lines"]), uncoded(figures["counts"]),
+            int(figures.get("rows_redecided", 0)), uncoded(figures.get("redecided_codes", {})))
 
 
 @dataclass
@@ -475,8 +492,9 @@ def _commit_messages(
     deciding = candidates is not None and landed.earliest is not None
     saved = landed.snapshot()
     read_version = table_version(table_uri(msg_path))
-    updates = _decide_against_lake(spark, lake, msg_path, landed, settings, candidates,
-                                   also_keys, version=read_version, ingest_id=ingest_id)
+    updates, shift = _decide_against_lake(spark, lake, msg_path, landed, settings,
+                                          candidates, also_keys, version=read_version,
+                                          ingest_id=ingest_id)
     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
     uncommitted.append((msg_root, msg_files))
     run_keys: set[tuple[str, str]] | None = None
@@ -505,10 +523,9 @@ def _commit_messages(
                         f"version {landed_since.version}")
                     result.keys_redecided += len(clash)
                     landed.restore(saved)
-                    updates = _decide_against_lake(spark, lake, msg_path, landed, settings,
-                                                   candidates, also_keys,
-                                                   version=landed_since.version,
-                                                   ingest_id=ingest_id)
+                    updates, shift = _decide_against_lake(
+                        spark, lake, msg_path, landed, settings, candidates, also_keys,
+                        version=landed_since.version, ingest_id=ingest_id)
                     delete_data_files(msg_root, msg_files)
                     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
                     uncommitted[-1] = (msg_root, msg_files)
@@ -527,7 +544,7 @@ def _commit_messages(
                     commit_info={**info, "replay_read_version": read_version,
                                  "figures": verdict_figures(
                                      rows, {c: n for c, n in landed.counts.items() if n},
-                                     redecided)},
+                                     redecided, shift)},
                     updates=updates, read_version=read_version if deciding else None)
             except VersionConflict as conflict:
                 log(f"replay store: {conflict}; deciding again")
@@ -535,6 +552,7 @@ def _commit_messages(
         if committed:
             result.message_rows_written = rows
             result.rows_redecided = redecided
+            result.redecided_codes = dict(shift)
         else:  # committed already, by a run stopped before it finished: files deleted
             committed_figures(msg_path, app_id, version, result)
             landed.counts.clear()
@@ -557,11 +575,12 @@ def committed_figures(msg_path: str, app_id: str, version: int, result: JobResul
 
     info = committed_info(msg_path, app_id, version) or {}
     figures = info.get("figures")
-    lines, counts, redecided = read_figures(figures) if figures else (0, {}, 0)
+    lines, counts, redecided, shift = read_figures(figures) if figures else (0, {}, 0, {})
     result.already_committed = True
     result.lines_read = lines
     result.counts = counts
     result.rows_redecided = redecided
+    result.redecided_codes = shift
     log(f"messages: this pass was committed already (app transaction {app_id} "
         f"{version}, by a run stopped before it finished): nothing new written; "
         + (f"its committed figures: {lines} lines" if figures
@@ -605,16 +624,18 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,
                          settings: VerifySettings, candidates: Any, also_keys: Any = None,
-                         version: int | None = None, ingest_id: str | None = None) -> Any:
+                         version: int | None = None, ingest_id: str | None = None
+                         ) -> tuple[Any, dict[int | None, int]]:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
-    verdict changes (``None`` when none do)."""
+    verdict changes (``None`` when none do), with what they do to the table's count of each
+    code (:attr:`~snap_spark.pipeline.replay_store.LakeDecisions.code_changes`)."""
     from snap_spark.lake import RowUpdates
     from snap_spark.pipeline.replay_store import UPDATE_KEYS, decide_against_lake
 
     if landed.earliest is None or candidates is None:
-        return None
+        return None, {}
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
                                   window=settings.replay_window, also_keys=also_keys,
@@ -625,13 +646,14 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
             f"{decided.changes.num_rows} earlier row(s) change verdict")
     landed.apply_lake_decisions(decided.redecided)
     if not decided.changes.num_rows:
-        return None
+        return None, {}
     from snap_spark.pipeline.runs import file_prefix
 
     # the rewritten files carry the run's tag: a run killed before its commit leaves them
     # to the next sweep (clean_leftovers), as its other files
-    return RowUpdates(decided.changes, UPDATE_KEYS,
-                      None if ingest_id is None else file_prefix(ingest_id, "updated"))
+    return (RowUpdates(decided.changes, UPDATE_KEYS,
+                       None if ingest_id is None else file_prefix(ingest_id, "updated")),
+            decided.code_changes)
 
 
 def _small(landed: LandedPass) -> bool:
@@ -705,6 +727,13 @@ def _commit_ledger(spark: SparkSession, lake: Lake, path: str, plan: CommitPlan,
                 app_id=app_id, version=version, commit_info=dict(plan.info))
 
 
+def _moved(shift: Mapping[int | None, int]) -> str:
+    """`` (valid -2, 2006 +2)``: what re-decided rows did to the count of each code."""
+    moved = ", ".join(f"{'valid' if code is None else code} {n:+d}"
+                      for code, n in sorted(shift.items(), key=lambda kv: kv[0] or 0) if n)
+    return f" ({moved})" if moved else ""
+
+
 def format_summary(result: JobResult) -> str:
     """The end-of-run balance: valid + rejected = lines read, and counts per code."""
     from snap_spark.protocol.checker import format_balance
@@ -724,7 +753,8 @@ def format_summary(result: JobResult) -> str:
         *([f"completed from raw_messages: messages +{result.completed_rows}"]
           if result.completed_rows else []),
         *([f"earlier messages rows re-decided (late, earlier-received copies): "
-           f"{result.rows_redecided}"] if result.rows_redecided else []),
+           f"{result.rows_redecided}" + _moved(result.redecided_codes)]
+          if result.rows_redecided else []),
         *([f"tasks refreshed: {result.tasks_refreshed} (task_events and tasks)"]
           if result.tasks_refreshed is not None else []),
         *([f"message keys decided again at commit (another writer committed copies of "

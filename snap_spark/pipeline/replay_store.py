@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
@@ -76,7 +76,8 @@ DECIDED_SCHEMA = pa.schema([
     pa.field("line_no", pa.int64()),
     pa.field("received_at", pa.float64()),
     pa.field("code", pa.int32()),  # the final code
-    pa.field("prior_code", pa.int32()),  # redecided: the candidate's check 7-8 code
+    # redecided: the candidate's check 7-8 code; change: the code the lake row had
+    pa.field("prior_code", pa.int32()),
     pa.field("detail", pa.string()),  # 2006 detail, or the row's own check 7-8 detail
 ])
 
@@ -92,6 +93,9 @@ class LakeDecisions:
     changes: pa.Table
     #: keys ``(sender, msg_id)`` found in the lake
     keys: int = 0
+    #: what ``changes`` does to the table's count of each code (``None``: valid), zeros
+    #: left out: an accepted row made a replay is ``{None: -1, 2006: 1}``
+    code_changes: dict[int | None, int] = field(default_factory=dict)
 
 
 def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
@@ -158,11 +162,30 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
 def _decisions(decided: pa.Table) -> LakeDecisions:
     """:class:`LakeDecisions` of the joint fold's rows (:data:`DECIDED_SCHEMA`)."""
     rows = decided.to_pylist()
+    changes = [r for r in rows if r["kind"] == "change"]
     return LakeDecisions(
         redecided=[r for r in rows if r["kind"] == "redecided"],
-        changes=update_rows([r for r in rows if r["kind"] == "change"]),
+        changes=update_rows(changes),
         keys=sum(1 for r in rows if r["kind"] == "key"),
+        code_changes=code_changes(changes),
     )
+
+
+def code_changes(changes: Iterable[Mapping[str, Any]]) -> dict[int | None, int]:
+    """The change in the count of each code (``None``: valid) that ``change`` rows make,
+    each moving a lake row from its ``prior_code`` to its ``code``; zeros left out.
+
+    Examples:
+        >>> code_changes([{"prior_code": None, "code": 2006},
+        ...               {"prior_code": 2006, "code": 2006}])
+        {None: -1, 2006: 1}
+    """
+    shift: dict[int | None, int] = {}
+    for change in changes:
+        if change["prior_code"] != change["code"]:
+            shift[change["prior_code"]] = shift.get(change["prior_code"], 0) - 1
+            shift[change["code"]] = shift.get(change["code"], 0) + 1
+    return {code: n for code, n in shift.items() if n}
 
 
 def _stored_candidates(spark: SparkSession, lake: Lake, msg_path: str, since: float,

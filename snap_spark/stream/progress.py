@@ -58,6 +58,9 @@ class BatchProgress:
                 "rejected": outcome.rejected,
                 "codes": codes,
                 "rows_redecided": outcome.rows_redecided,
+                # what re-deciding them did to the table's count per code: these added to
+                # every line's valid and codes give the table's counts
+                "redecided_codes": code_changes(outcome.redecided_codes),
                 # a batch re-run after a restart whose commits were made before it: the
                 # figures are those the lake recorded then, and no row was written now
                 "already_committed": bool(outcome.already_committed),
@@ -92,6 +95,18 @@ def rejected_codes(counts: dict[int | None, int]) -> dict[str, int]:
             if code is not None and n}
 
 
+def code_changes(shift: dict[int | None, int]) -> dict[str, int]:
+    """What a batch's re-decided earlier rows did to the table's count of each code, as the
+    progress JSON gives it (``valid`` for accepted rows).
+
+    Examples:
+        >>> code_changes({2006: 3, None: -3})
+        {'valid': -3, '2006': 3}
+    """
+    return {("valid" if code is None else str(code)): n
+            for code, n in sorted(shift.items(), key=lambda kv: kv[0] or 0) if n}
+
+
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The nearest-rank percentile of ``values`` (sorted or not).
 
@@ -124,7 +139,10 @@ def format_line(fields: dict[str, Any]) -> str:
                      + (f" p95 {p95:.1f} s" if p95 is not None else "")
                      + f" max {fields['latency_max']:.1f} s")
     if fields.get("rows_redecided"):
-        parts.append(f"{fields['rows_redecided']} earlier rows re-decided")
+        moved = " ".join(f"{code} {n:+d}"
+                         for code, n in (fields.get("redecided_codes") or {}).items())
+        parts.append(f"{fields['rows_redecided']} earlier rows re-decided"
+                     + (f" ({moved})" if moved else ""))
     if fields.get("files_grown") or fields.get("files_changed"):
         parts.append(f"{fields.get('files_grown', 0)} grown and "
                      f"{fields.get('files_changed', 0)} changed file(s) landed again")
@@ -217,6 +235,7 @@ class ProgressListener(StreamingQueryListener):
                   "rejected": outcome.rejected, "codes": codes,
                   "rows_written": outcome.message_rows_written,
                   "rows_redecided": outcome.rows_redecided,
+                  "redecided_codes": code_changes(outcome.redecided_codes),
                   "already_committed": bool(outcome.already_committed),
                   "files_grown": len(changes.grown), "files_changed": len(changes.changed),
                   "files_vanished": 0, "vanished": [], "committed_at": time.time()}

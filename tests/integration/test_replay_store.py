@@ -7,6 +7,7 @@ in input order: it knows nothing of runs, files landed earlier or Delta.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,15 @@ def test_five_runs_in_shuffled_order_equal_one_run(spark: Any, archive: dict[str
     assert order != sorted(order)
     lake = tmp_path / "lake"
     redecided = 0
+    counted: Counter[int | None] = Counter()
     for i in order:
         result = run(spark, [str(archive["paths"][i])], str(lake))
         redecided += result.rows_redecided
+        # each run's own lines, and what its re-decided rows did to the table's counts
+        counted.update(result.counts)
+        counted.update(result.redecided_codes)
     assert _verdicts(lake) == archive["reference"]
+    assert +counted == +Counter(code for code, _ in archive["reference"].values())
     # The archive was cut so that copies of one message fall into different parts, and some
     # part landed before an earlier-received one: earlier rows were changed.
     cross = sum(1 for (src, _), (code, detail) in archive["reference"].items()
@@ -138,6 +144,8 @@ def test_a_late_earlier_copy_re_decides_earlier_rows_in_one_commit(
         version_before = DeltaTable(str(lake / "messages")).version()
         second = run(spark, [str(early)], str(lake), WIDE)
     assert second.counts == {None: 1} and second.rows_redecided == 2
+    # 100 s went from valid to 2006 and 150 s from 2006 to valid: no count moved
+    assert second.redecided_codes == {}
     rows = {(Path(m["source_file"]).name, m["line_no"]): m for m in _messages(lake)}
     assert rows[("early.jsonl", 1)]["error_code"] is None
     # 100 s is now the replay of 0 s, and 150 s (150 s after 0 s) is accepted again.

@@ -24,10 +24,37 @@ def _commit(table: Path, app_id: str, version: int, info: dict[str, object] | No
 
 def test_figures_round_trip_with_every_code() -> None:
     counts: dict[int | None, int] = {None: 7, 1001: 1, 2001: 2, 2006: 3}
-    figures = verdict_figures(13, counts, 2)
+    shift: dict[int | None, int] = {None: -2, 2006: 2}
+    figures = verdict_figures(13, counts, 2, shift)
     assert figures["counts"] == {"valid": 7, "1001": 1, "2001": 2, "2006": 3}
-    assert read_figures(figures) == (13, counts, 2)
+    assert figures["redecided_codes"] == {"valid": -2, "2006": 2}
+    assert read_figures(figures) == (13, counts, 2, shift)
     assert verdict_figures(0, {None: 0}, 0)["counts"] == {}
+    # a commit recorded before redecided_codes existed: none
+    recorded = {"lines": 3, "counts": {"valid": 3}, "rows_redecided": 1}
+    assert read_figures(recorded) == (3, {None: 3}, 1, {})
+
+
+def test_re_decided_codes_are_summed_and_shown() -> None:
+    from snap_spark.pipeline.commit import JobResult
+    from snap_spark.pipeline.replay_store import code_changes
+
+    # an accepted row made a replay, a replay accepted again, and a detail-only change
+    first = JobResult(rows_redecided=3, redecided_codes=code_changes([
+        {"prior_code": None, "code": 2006}, {"prior_code": 2006, "code": None},
+        {"prior_code": 2006, "code": 2006}]))
+    assert first.redecided_codes == {}
+    second = JobResult(rows_redecided=2, redecided_codes=code_changes([
+        {"prior_code": None, "code": 2006}, {"prior_code": 2004, "code": 2006}]))
+    assert second.redecided_codes == {None: -1, 2004: -1, 2006: 2}
+    total = JobResult()
+    for one in (first, second, JobResult(redecided_codes={None: 1, 2006: -1})):
+        total.add(one)
+    assert total.rows_redecided == 5
+    assert total.redecided_codes == {2004: -1, 2006: 1}
+    line = format_line({"batch_id": 4, "rows_in": 2, "valid": 2, "rejected": 0, "codes": {},
+                        "rows_redecided": 2, "redecided_codes": {"valid": -1, "2006": 1}})
+    assert line.endswith("2 earlier rows re-decided (valid -1 2006 +1)")
 
 
 def test_committed_info_finds_the_commit_of_an_app_transaction(tmp_path: Path) -> None:
