@@ -112,7 +112,7 @@ test: setup kafka-broker chromium
 # The fast lane while working: every test that starts no other process (no SparkSession,
 # relay, Kafka broker, S3 server or browser: markers given from the fixtures a test uses,
 # see conftest.py) and is not marked slow (the protocol core, the native core against it,
-# the CLI, the lake's files, the audit's pieces: about 1,230 tests in about 2 minutes on
+# the CLI, the lake's files, the audit's pieces: about 1,240 tests in about a minute on
 # two workers). `make test` remains the gate.
 FAST := not slow and not spark and not relay and not kafka and not s3 and not browser
 test-fast: setup
