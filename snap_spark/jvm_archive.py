@@ -167,7 +167,10 @@ def build(force: bool = False) -> Path:
                    "--input", str(sample), "--lake", str(Path(work) / "lake")]
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "PYSPARK_DRIVER_PYTHON": sys.executable}
+               "PYSPARK_DRIVER_PYTHON": sys.executable,
+               # 200 lines would land on the driver: the archive should hold the classes
+               # of the Spark tasks a larger run lands with
+               "SNAP_SPARK_LOCAL_LAND_BYTES": "0"}
         try:
             done = subprocess.run(command, env=env, capture_output=True, timeout=600,
                                   check=False)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from snap_spark.lake import Lake
+    from snap_spark.lines import LineRange
     from snap_spark.pipeline.ingest import LandedPiece
+    from snap_spark.pipeline.land import LandSpec
 
 #: The tables a landing run writes.
 LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
@@ -250,6 +253,64 @@ def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = 
 
     folded = fold_replays(landed_df, window, candidates_dir).filter("kind <> 'candidate'")
     return LandedPass.from_rows(folded.toArrow().to_pylist())
+
+
+def land_on_driver(spec: LandSpec, ranges: Sequence[LineRange], window: float,
+                   candidates_dir: str | None = None) -> LandedPass:
+    """The landing pass of :func:`fold_pass`, run in the driver process for a small input
+    (:data:`LOCAL_LAND_BYTES`): each range landed in order by the function the Spark tasks
+    run (:func:`~snap_spark.pipeline.land.land_part`, with the same range indices), then
+    one replay fold over every key (:func:`~snap_spark.pipeline.land.fold_landed`; the
+    Spark path folds each hash partition of the keys, the same fold cut by key). The files
+    written and the rows reported are those of the Spark path."""
+    import pyarrow as pa
+
+    from snap_spark.pipeline.land import fold_landed, land_part
+
+    landed = (batch for index, part in enumerate(ranges)
+              for batch in land_part(spec, part, index))
+    rows = [row for batch in fold_landed(window, landed, candidates_dir)
+            for row in pa.Table.from_batches([batch]).to_pylist()
+            if row["kind"] != "candidate"]
+    return LandedPass.from_rows(rows)
+
+
+#: A batch run whose new input is at most this many bytes of plain (not gzip) lines lands
+#: them in the driver process (:func:`land_on_driver`) instead of in Spark tasks. A Spark
+#: stage costs more than that work (a few thousand lines), and the first Python stage of a
+#: job process far more: the worker daemon starts and imports PySpark, PyArrow and pandas
+#: first (a cold ``spark-submit`` of 200 lines: 6.6-6.7 s with Spark tasks, 3.8-4.0 s without).
+#: :data:`LOCAL_LAND_ENV` overrides it (``0``: always Spark tasks).
+LOCAL_LAND_BYTES = 1024 * 1024
+#: Environment variable: the limit of :data:`LOCAL_LAND_BYTES` in bytes (the class archive's
+#: build sets ``0``, so that its sample run loads the classes of Spark's Python stages).
+LOCAL_LAND_ENV = "SNAP_SPARK_LOCAL_LAND_BYTES"
+
+
+def local_land_bytes() -> int:
+    """The input size up to which a batch run lands on the driver: :data:`LOCAL_LAND_ENV`
+    when set, else :data:`LOCAL_LAND_BYTES`.
+
+    Raises:
+        SettingsError: the variable is not a whole number of bytes >= 0.
+
+    Examples:
+        >>> getfixture("monkeypatch").setenv(LOCAL_LAND_ENV, "0")
+        >>> local_land_bytes()
+        0
+    """
+    from snap_spark.settings import SettingsError
+
+    text = os.environ.get(LOCAL_LAND_ENV)
+    if text is None or not text.strip():
+        return LOCAL_LAND_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SettingsError(f"{LOCAL_LAND_ENV}={text!r}: give a whole number of bytes >= 0")
+    return value
 
 
 @dataclass(frozen=True)

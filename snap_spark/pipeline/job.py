@@ -30,6 +30,7 @@ from snap_spark.pipeline.commit import (
     commit_pass,
     fold_pass,
     format_summary,
+    land_on_driver,
     refuse_bare_lines,
     table_versions,
 )
@@ -124,13 +125,14 @@ def run(
         table_uri,
         table_version,
     )
+    from snap_spark.pipeline import commit
     from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
         LandSpec,
         land_part,
         landed_struct,
     )
-    from snap_spark.pipeline.read import RangesAhead, over_ranges, plan_ranges
+    from snap_spark.pipeline.read import RangesAhead, over_ranges, plan_ranges, small_input
     from snap_spark.pipeline.runs import (
         RUNS_FOLDER,
         clean_leftovers,
@@ -215,12 +217,18 @@ def run(
             "settings": settings.as_record(), "files": len(todo)}
     pieces = {plan.source_file: (plan.start_byte, plan.end_byte, plan.first_line)
               for plan in todo_plans}
-    landed_df = over_ranges(spark, plan_ranges(spark, todo, pieces=pieces, ahead=ahead),
-                            functools.partial(land_part, spec), landed_struct())
+    ranges = plan_ranges(spark, todo, pieces=pieces, ahead=ahead)
     try:
-        # One job: land every range, shuffle the narrow rows by (from, id), fold replays.
-        landed = fold_pass(landed_df, settings.replay_window,
-                           storage.join(staging, "candidates"))
+        candidates_dir = storage.join(staging, "candidates")
+        if small_input(todo, pieces, commit.local_land_bytes()):
+            # a few thousand lines: landed in this process, no Spark stage (commit.py)
+            landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
+        else:
+            # One job: land every range, shuffle the narrow rows by (from, id), fold
+            # replays.
+            landed = fold_pass(over_ranges(spark, ranges, functools.partial(land_part, spec),
+                                           landed_struct()),
+                               settings.replay_window, candidates_dir)
         if landed.bare:  # refused before any progress line claims lines were written
             from snap_spark.lake import delete_data_files
 

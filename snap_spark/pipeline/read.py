@@ -248,6 +248,25 @@ def plan_ranges(
 WHOLE_FILE: tuple[int, int | None, int] = (0, None, 1)
 
 
+def small_input(files: Sequence[str], pieces: Mapping[str, tuple[int, int | None, int]],
+                limit: int) -> bool:
+    """Whether ``files`` (their ``pieces``, ``path -> (start, end, first_line)``) are plain
+    files of at most ``limit`` bytes in all; gzip files never are (their size says little
+    of their lines).
+
+    Examples:
+        >>> p = tmp / "a.jsonl"
+        >>> _ = p.write_bytes(b"x" * 100)
+        >>> small_input([str(p)], {}, 100), small_input([str(p)], {str(p): (40, None, 2)}, 60)
+        (True, True)
+        >>> small_input([str(p)], {}, 99), small_input([str(tmp / "b.jsonl.gz")], {}, 10**9)
+        (False, False)
+    """
+    if any(path.lower().endswith(".gz") for path in files):
+        return False
+    return _plain_bytes(files, pieces) <= limit
+
+
 def _plain_bytes(files: Sequence[str], pieces: Mapping[str, tuple[int, int | None, int]]
                  ) -> int:
     """The bytes of ``files`` (their ``pieces``) that are not gzip files."""

@@ -92,6 +92,63 @@ def test_verdicts_equal_the_checker_and_the_labels(
     assert {None, 1003, 1004, 2001, 2002, 2004, 2005, 2006} <= codes
 
 
+@pytest.mark.parametrize("backend", ["delta-rs", "delta-spark"])
+def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str,
+) -> None:
+    """A small input is landed in the driver process, a larger one by Spark tasks: the same
+    rows in every table, the same figures, and the checker's verdicts either way. The input
+    holds replays within the run, attacks of every kind, and lines that are not JSON or
+    not UTF-8."""
+    from snap_spark.pipeline import commit
+    from snap_spark.pipeline import job as job_module
+    from tests.lake.helpers import use_backend
+
+    pairs = list(generate(SampleConfig(agents=6, messages=1_400, seed=29,
+                                       attack_share=0.3)))
+    lines = [line for line, _ in pairs] + [b'{"received_at": 1770163200, "mess', b"\xff\xfe",
+                                           b"[]"]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    cut = len(lines) // 2
+    (folder / "a.jsonl").write_bytes(b"\n".join(lines[:cut]) + b"\n")
+    (folder / "b.jsonl").write_bytes(b"\n".join(lines[cut:]) + b"\n")
+    assert sum(p.stat().st_size for p in folder.iterdir()) <= commit.LOCAL_LAND_BYTES
+    took: list[str] = []
+    real = job_module.land_on_driver
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        took.append("driver")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "land_on_driver", spy)
+    with use_backend(spark, backend):
+        on_driver = run(spark, [str(folder)], str(tmp_path / "driver"))
+        assert took == ["driver"]
+        monkeypatch.setattr(commit, "LOCAL_LAND_BYTES", -1)
+        in_tasks = run(spark, [str(folder)], str(tmp_path / "tasks"))
+        assert took == ["driver"]
+    assert on_driver.lines_read == in_tasks.lines_read == len(lines)
+    assert on_driver.counts == in_tasks.counts
+    assert on_driver.counts.get(2006) and on_driver.counts.get(1003)
+
+    def rows(lake: Path, name: str) -> list[tuple[Any, ...]]:
+        skip = {"ingest_id", "ingest_time"}  # of the run
+        return sorted(tuple(str(v) for k, v in sorted(r.items()) if k not in skip)
+                      for r in table(lake, name))
+
+    for name in ("raw_messages", "messages", "task_events", "tasks"):
+        assert rows(tmp_path / "driver", name) == rows(tmp_path / "tasks", name), name
+    where = [(str(folder / "a.jsonl"), n) for n in range(1, cut + 1)] + [
+        (str(folder / "b.jsonl"), n) for n in range(1, len(lines) - cut + 1)]
+    reference = check_lines(lines, ReceiptClock.refuse(),
+                            names=[line_name(src, n) for src, n in where])
+    got = {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
+           for m in table(tmp_path / "driver", "messages")}
+    assert got == {key: (v.error_code, v.error_detail or None)
+                   for key, v in zip(where, reference, strict=True)}
+
+
 def test_messages_written_in_a_spark_stage_equal_those_written_on_the_driver(
     spark: Any, sample: dict[str, Any], landed: dict[str, Any], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

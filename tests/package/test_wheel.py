@@ -92,7 +92,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
                                       if not p.startswith(str(ROOT))),
                PYSPARK_PYTHON=str(prefix / "bin" / "python"),
                PYSPARK_DRIVER_PYTHON=str(prefix / "bin" / "python"),
-               SPARK_LOCAL_IP="127.0.0.1")
+               SPARK_LOCAL_IP="127.0.0.1",
+               # the packaged job lands in Spark tasks, whose Python workers import the
+               # installed package (a small input would otherwise land on the driver)
+               SNAP_SPARK_LOCAL_LAND_BYTES="0")
     work = tmp / "work"  # every command runs here, outside the checkout
     work.mkdir()
     return {"prefix": prefix, "env": env, "work": work, "bottoms": bottoms}
