@@ -120,6 +120,7 @@ def run(
         1
     """
     from snap_spark.lake import (
+        CommitContention,
         get_lake,
         table_rows,
         table_uri,
@@ -185,8 +186,17 @@ def run(
     if orphans:
         log(f"{len(orphans)} landed file(s) have raw_messages rows but no messages rows: "
             "verifying them from raw_messages")
-        result.completed_rows = reverify(spark, lake_dir, settings, keys=orphans,
-                                         files_absent_at=msg_version).message_rows_written
+        try:
+            result.completed_rows = reverify(spark, lake_dir, settings, keys=orphans,
+                                             files_absent_at=msg_version
+                                             ).message_rows_written
+        except CommitContention:
+            # Another run that found the same files completed them first (runs started
+            # together after a killed one): done, and this run lands its own input.
+            if orphans - lake.distinct_values(spark, msg_path, "file_key"):
+                raise
+            log(f"{len(orphans)} of those file(s) were completed meanwhile by another "
+                "writer: nothing to do for them")
     result.files_skipped = len(files) - len(todo)
     log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
         f"lake={lake_dir} backend={lake.name}")

@@ -92,6 +92,39 @@ def test_messages_are_completed_from_raw_messages_when_the_input_is_gone(
     assert got == expected
 
 
+def test_files_another_run_completed_first_are_left_to_it(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs started together after a killed one both find its file without messages
+    rows: the one that commits second is refused for that file only, and still lands its
+    own input (the race is played here in one process: the other run's completion is made
+    between this run's reading of the lake and its commit)."""
+    from snap_spark.pipeline import job as job_module
+
+    lines = [line for line, _ in generate(SampleConfig(agents=4, messages=600, seed=9))]
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(b"\n".join(lines[:300]) + b"\n")
+    lake = tmp_path / "lake"
+    run_dying_before_messages_commit(spark, [str(first)], lake, monkeypatch)
+    first.unlink()
+    second.write_bytes(b"\n".join(lines[300:]) + b"\n")
+    real = job_module.reverify
+    raced: list[int] = []
+
+    def other_run_first(*args: Any, **kwargs: Any) -> Any:
+        raced.append(real(spark, str(lake), keys=kwargs["keys"]).message_rows_written)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "reverify", other_run_first)
+    result = run(spark, [str(second)], str(lake))
+    assert raced == [300]  # the other run's completion
+    assert result.completed_rows == 0 and result.message_rows_written == 300
+    assert "completed meanwhile by another writer" in capsys.readouterr().err
+    raw = {(r["source_file"], r["line_no"]) for r in delta_rows(lake / "raw_messages")}
+    msg = [(r["source_file"], r["line_no"]) for r in delta_rows(lake / "messages")]
+    assert len(msg) == len(set(msg)) == len(raw) == 600 and set(msg) == raw
+
+
 def test_reprocess_keeps_every_bad_line_and_its_reason(spark: Any, tmp_path: Path) -> None:
     import gzip
     import json
