@@ -120,14 +120,21 @@ def verdict_figures(lines: int, counts: Mapping[int | None, int], redecided: int
         (3, {None: 2, 2006: 1}, 1, {None: -1, 2006: 1})
     """
     return {"lines": lines,
-            "counts": _coded(counts),
+            "counts": coded(counts),
             "rows_redecided": redecided,
-            "redecided_codes": _coded(redecided_codes or {})}
+            "redecided_codes": coded(redecided_codes or {})}
 
 
-def _coded(counts: Mapping[int | None, int]) -> dict[str, int]:
-    """``counts`` with JSON keys (``valid`` for ``None``), zeros left out."""
-    return {("valid" if code is None else str(code)): n for code, n in counts.items() if n}
+def coded(counts: Mapping[int | None, int]) -> dict[str, int]:
+    """``counts`` per code with JSON keys (``valid`` for ``None``, first), by code, zeros
+    left out: how commits and the progress JSON give them.
+
+    Examples:
+        >>> coded({2006: 3, None: -3, 1003: 0})
+        {'valid': -3, '2006': 3}
+    """
+    return {("valid" if code is None else str(code)): n
+            for code, n in sorted(counts.items(), key=lambda kv: kv[0] or 0) if n}
 
 
 def read_figures(figures: Mapping[str, Any]
@@ -263,15 +270,12 @@ def land_on_driver(spec: LandSpec, ranges: Sequence[LineRange], window: float,
     one replay fold over every key (:func:`~snap_spark.pipeline.land.fold_landed`; the
     Spark path folds each hash partition of the keys, the same fold cut by key). The files
     written and the rows reported are those of the Spark path."""
-    import pyarrow as pa
-
     from snap_spark.pipeline.land import fold_landed, land_part
 
     landed = (batch for index, part in enumerate(ranges)
               for batch in land_part(spec, part, index))
     rows = [row for batch in fold_landed(window, landed, candidates_dir)
-            for row in pa.Table.from_batches([batch]).to_pylist()
-            if row["kind"] != "candidate"]
+            for row in batch.to_pylist() if row["kind"] != "candidate"]
     return LandedPass.from_rows(rows)
 
 

@@ -31,6 +31,7 @@ from snap_spark.pipeline.commit import (
     fold_pass,
     format_summary,
     land_on_driver,
+    local_land_bytes,
     refuse_bare_lines,
     table_versions,
 )
@@ -126,7 +127,6 @@ def run(
         table_uri,
         table_version,
     )
-    from snap_spark.pipeline import commit
     from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
         LandSpec,
@@ -230,7 +230,7 @@ def run(
     ranges = plan_ranges(spark, todo, pieces=pieces, ahead=ahead)
     try:
         candidates_dir = storage.join(staging, "candidates")
-        if small_input(todo, pieces, commit.local_land_bytes()):
+        if small_input(todo, pieces, local_land_bytes()):
             # a few thousand lines: landed in this process, no Spark stage (commit.py)
             landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
         else:

@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from snap_spark.pipeline.commit import coded
+
 
 class BatchProgress:
     """What ``foreachBatch`` committed, by batch id, until the listener reports it."""
@@ -60,7 +62,7 @@ class BatchProgress:
                 "rows_redecided": outcome.rows_redecided,
                 # what re-deciding them did to the table's count per code: these added to
                 # every line's valid and codes give the table's counts
-                "redecided_codes": code_changes(outcome.redecided_codes),
+                "redecided_codes": coded(outcome.redecided_codes),
                 # a batch re-run after a restart whose commits were made before it: the
                 # figures are those the lake recorded then, and no row was written now
                 "already_committed": bool(outcome.already_committed),
@@ -93,18 +95,6 @@ def rejected_codes(counts: dict[int | None, int]) -> dict[str, int]:
     """
     return {str(code): n for code, n in sorted(counts.items(), key=lambda kv: kv[0] or 0)
             if code is not None and n}
-
-
-def code_changes(shift: dict[int | None, int]) -> dict[str, int]:
-    """What a batch's re-decided earlier rows did to the table's count of each code, as the
-    progress JSON gives it (``valid`` for accepted rows).
-
-    Examples:
-        >>> code_changes({2006: 3, None: -3})
-        {'valid': -3, '2006': 3}
-    """
-    return {("valid" if code is None else str(code)): n
-            for code, n in sorted(shift.items(), key=lambda kv: kv[0] or 0) if n}
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -235,7 +225,7 @@ class ProgressListener(StreamingQueryListener):
                   "rejected": outcome.rejected, "codes": codes,
                   "rows_written": outcome.message_rows_written,
                   "rows_redecided": outcome.rows_redecided,
-                  "redecided_codes": code_changes(outcome.redecided_codes),
+                  "redecided_codes": coded(outcome.redecided_codes),
                   "already_committed": bool(outcome.already_committed),
                   "files_grown": len(changes.grown), "files_changed": len(changes.changed),
                   "files_vanished": 0, "vanished": [], "committed_at": time.time()}
