@@ -66,6 +66,44 @@ def test_kill_9_then_rerun_leaves_each_line_once_and_no_stray_file(
     assert result.lines_read in (0, LINES)
 
 
+@pytest.mark.parametrize("hold", ["stage 2/4", "stage 3/4"],
+                         ids=["landed, nothing committed", "between the two commits"])
+def test_a_small_input_landed_on_the_driver_killed_then_rerun_leaves_each_line_once(
+        spark: Any, tmp_path: Path, hold: str) -> None:
+    """A small input is landed by the driver process itself (commit.LOCAL_LAND_BYTES): the
+    job is held still right after its landing line, or after its raw_messages commit, and
+    its process group killed; the run again holds every line once, with the checker's
+    verdict, and no stray file."""
+    from snap_spark.pipeline.commit import LOCAL_LAND_BYTES
+    from snap_spark.protocol.checker import check_lines
+    from snap_spark.protocol.replay import line_name
+    from snap_spark.protocol.validate import ReceiptClock
+    from tests.hold import HOLDING
+
+    small = tmp_path / "small.jsonl"
+    write_sample(SampleConfig(agents=4, messages=800, seed=17), str(small))
+    assert small.stat().st_size <= LOCAL_LAND_BYTES
+    lines = small.read_bytes().splitlines()
+    lake = tmp_path / "lake"
+    said = kill_when(start_job("verify_messages.py", ["--input", str(small), "--lake",
+                                                      str(lake)], hold_at=hold), HOLDING)
+    assert hold in said
+    written = {t: parquet_files(lake / t) for t in TABLES}
+    assert written["raw_messages"], "the killed run had written its files"
+    run(spark, [str(small)], str(lake))
+    for name in TABLES:
+        assert parquet_files(lake / name) == logged_files(lake / name), name
+        keys = [(r["source_file"], r["line_no"]) for r in delta_rows(lake / name)]
+        assert len(keys) == len(set(keys)) == len(lines), name
+    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
+    assert not list((lake / "_snap_runs").glob("*.json"))
+    names = [line_name(str(small), n) for n in range(1, len(lines) + 1)]
+    expected = {n: (v.error_code, v.error_detail or None) for n, v in enumerate(
+        check_lines(lines, ReceiptClock.refuse(), names=names), 1)}
+    assert {r["line_no"]: (r["error_code"], r["error_detail"])
+            for r in delta_rows(lake / "messages")} == expected
+
+
 def test_lake_clean_leaves_running_runs_and_foreign_files_alone(tmp_path: Path) -> None:
     from snap_spark.pipeline.runs import RunMarker, clean_leftovers
 

@@ -104,10 +104,20 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     from snap_spark.pipeline import job as job_module
     from tests.lake.helpers import use_backend
 
-    pairs = list(generate(SampleConfig(agents=6, messages=1_400, seed=29,
+    pairs = list(generate(SampleConfig(agents=6, messages=1_200, seed=29,
                                        attack_share=0.3)))
-    lines = [line for line, _ in pairs] + [b'{"received_at": 1770163200, "mess', b"\xff\xfe",
-                                           b"[]"]
+    garbage = [
+        b'{"received_at": 1770163200, "mess',  # truncated JSON
+        b"\xff\xfe",  # not UTF-8
+        b"[]",  # not an object
+        b"",  # empty
+        b'{"received_at": "soon", "message": 5}',  # wrong types
+        b'{"received_at": 1770163200, "message": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+        # huge, and tampered with after signing: its signature no longer holds
+        envelope({**signed(id="big", timestamp=T0, payload={"blob": "x"}),
+                  "payload": {"blob": "x" * 150_000}}),
+    ]
+    lines = [line for line, _ in pairs] + garbage
     folder = tmp_path / "in"
     folder.mkdir()
     cut = len(lines) // 2
@@ -131,6 +141,13 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     assert on_driver.lines_read == in_tasks.lines_read == len(lines)
     assert on_driver.counts == in_tasks.counts
     assert on_driver.counts.get(2006) and on_driver.counts.get(1003)
+    # every garbage line is a rejected row with a code and a reason
+    tail = {m["line_no"]: m for m in table(tmp_path / "driver", "messages")
+            if m["source_file"].endswith("b.jsonl") and m["line_no"] > len(lines) - cut
+            - len(garbage)}
+    assert len(tail) == len(garbage)
+    assert all(m["error_code"] and m["error_detail"] for m in tail.values()), [
+        (n, m["error_code"], m["error_detail"]) for n, m in sorted(tail.items())]
 
     def rows(lake: Path, name: str) -> list[tuple[Any, ...]]:
         skip = {"ingest_id", "ingest_time"}  # of the run
