@@ -328,7 +328,25 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
     of ``jobs/verify_messages.py`` as an operator runs it (with the driver's JVM flags
     ``make run`` and ``snap-spark submit`` pass), from start to exit, and when
     each of its progress lines arrived (JVM and session start, landing, both commits, the
-    task refresh). Fastest of ``runs``, all kept."""
+    task refresh). Fastest of ``runs``, all kept. Each run alternates with one landing in
+    Spark tasks (``SNAP_SPARK_LOCAL_LAND_BYTES=0``; 200 lines land on the driver by
+    default): the baseline of the same run, under ``spark_tasks``."""
+    default: list[dict[str, float]] = []
+    tasks: list[dict[str, float]] = []
+    for _ in range(runs):
+        default.append(_cold_once(corpus, {}))
+        tasks.append(_cold_once(corpus, {"SNAP_SPARK_LOCAL_LAND_BYTES": "0"}))
+
+    def fastest(measured: list[dict[str, float]]) -> dict[str, Any]:
+        best = min(measured, key=lambda m: m["seconds"])
+        return {"lines": 200, "cold_fixed_s": best["seconds"], "parts": best,
+                "all": measured}
+
+    return {**fastest(default), "spark_tasks": fastest(tasks)}
+
+
+def _cold_once(corpus: Path, extra_env: dict[str, str]) -> dict[str, float]:
+    """One cold ``spark-submit`` of the job on 200 lines (see :func:`measure_cold`)."""
     import subprocess
 
     from snap_spark.jvm_archive import driver_jvm_flags
@@ -336,36 +354,32 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
     small = warmup_file(corpus)
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           **extra_env}
     marks = {"stage 1/4": "inputs_listed_s", "stage 2/4": "landed_s",
              "stage 3/4": "raw_committed_s", "stage 4/4": "messages_committed_s",
              "tasks:": "tasks_refreshed_s"}
-    measured = []
-    for _ in range(runs):
-        lake = tempfile.mkdtemp(prefix="snap-bench-cold-")
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-             "--conf", "spark.snap.lake.backend=delta-rs",
-             "--driver-java-options", driver_jvm_flags(),
-             str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
-        parts: dict[str, float] = {}
-        assert proc.stdout is not None
-        for raw in proc.stdout:  # progress lines: stdout under spark-submit
-            text = raw.decode("utf-8", "replace")
-            for mark, name in marks.items():
-                if "[snap-spark" in text and mark in text and name not in parts:
-                    parts[name] = round(time.perf_counter() - started, 2)
-        code = proc.wait()
-        wall = time.perf_counter() - started
-        shutil.rmtree(lake, ignore_errors=True)
-        if code != 0:
-            raise RuntimeError(f"spark-submit of the job on 200 lines exited {code}")
-        measured.append({"seconds": round(wall, 2), **parts})
-    best = min(measured, key=lambda m: m["seconds"])
-    return {"lines": 200, "cold_fixed_s": best["seconds"], "parts": best,
-            "all": measured}
+    lake = tempfile.mkdtemp(prefix="snap-bench-cold-")
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.snap.lake.backend=delta-rs",
+         "--driver-java-options", driver_jvm_flags(),
+         str(ROOT / "jobs" / "verify_messages.py"), "--input", str(small), "--lake", lake],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+    parts: dict[str, float] = {}
+    assert proc.stdout is not None
+    for raw in proc.stdout:  # progress lines: stdout under spark-submit
+        text = raw.decode("utf-8", "replace")
+        for mark, name in marks.items():
+            if "[snap-spark" in text and mark in text and name not in parts:
+                parts[name] = round(time.perf_counter() - started, 2)
+    code = proc.wait()
+    wall = time.perf_counter() - started
+    shutil.rmtree(lake, ignore_errors=True)
+    if code != 0:
+        raise RuntimeError(f"spark-submit of the job on 200 lines exited {code}")
+    return {"seconds": round(wall, 2), **parts}
 
 
 def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 40,
@@ -545,6 +559,9 @@ def main() -> int:
     if "row_udf" in results:
         ratios["job_vs_row_udf"] = job_rate / results["row_udf"]["per_second"]
     ratios["stream_vs_job"] = results["stream"]["per_second"] / job_rate
+    # a time against a time (lower is shorter): the cold run against its Spark-tasks baseline
+    ratios["cold_vs_spark_tasks"] = (results["cold"]["cold_fixed_s"]
+                                     / results["cold"]["spark_tasks"]["cold_fixed_s"])
     ratios["no_spark_vs_floor"] = results["no_spark"]["per_second"] / floor["per_second"]
     ratios["no_spark_python_vs_floor"] = (results["no_spark_python"]["per_second"]
                                           / floor["per_second"])
@@ -577,6 +594,8 @@ def main() -> int:
     print(f"  stream latency p50 / p95 (s)      {latency['latency_p50']:>5.1f} / "
           f"{latency['latency_p95']:.1f}")
     print(f"  cold_fixed_s (200 lines, spark-submit) {results['cold']['cold_fixed_s']:>5.1f}")
+    print(f"    the same landing in Spark tasks       "
+          f"{results['cold']['spark_tasks']['cold_fixed_s']:>5.1f}")
     print(f"written to {args.out}")
     return 0
 
