@@ -132,6 +132,7 @@ from snap_spark.protocol.replay import (
     line_name,
 )
 from snap_spark.protocol.verdict import candidate_code
+from snap_spark.stream.preinit import warm_preinit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -291,12 +292,15 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
         BUCKET_COLUMN,
         F.when(F.col("sender").isNull() & F.col("msg_id").isNull(), F.lit(PASSTHROUGH_BUCKET))
         .otherwise(index).cast("int"))
-    return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-        statefulProcessor=ReplayStateProcessor(window, candidates_dir),
-        outputStructType=VERDICT_SCHEMA,
-        outputMode="Append",
-        timeMode="EventTime",
-    )
+    # Spark runs the processor's ``init`` in a new interpreter on the driver at every
+    # query start; in a local session a warm one does it (snap_spark.stream.preinit).
+    with warm_preinit(candidates_df.sparkSession.sparkContext):
+        return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
+            statefulProcessor=ReplayStateProcessor(window, candidates_dir),
+            outputStructType=VERDICT_SCHEMA,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
 
 
 #: File in a query's checkpoint folder that records its replay state's bucket ids.

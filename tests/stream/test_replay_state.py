@@ -31,6 +31,7 @@ from snap_spark.protocol.replay import (
     fresh_state,
     replayed_rows,
 )
+from snap_spark.stream import preinit as preinit_module
 from snap_spark.stream.replay_state import (
     ARROW_MARK,
     BUCKET_COLUMN,
@@ -230,9 +231,16 @@ def row_id(r: Row) -> RowId:
     return (r["file_key"], r["line_no"])
 
 
-@pytest.mark.parametrize("layout", ["32-buckets", "chosen-for-the-partitions"])
-def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path,
-                                                  layout: str) -> None:
+@pytest.mark.parametrize("layout,preinit", [("32-buckets", "warm"),
+                                            ("chosen-for-the-partitions", "warm"),
+                                            ("chosen-for-the-partitions", "spark's own")])
+def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path, layout: str,
+                                                  preinit: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # preinit: Spark's schema step at the query's start, in the warm server
+    # (snap_spark.stream.preinit) or in the interpreter Spark starts for it
+    monkeypatch.setenv(preinit_module.SWITCH_ENV, "1" if preinit == "warm" else "0")
+    served = preinit_module.served()
     # the layout of checkpoints before state_buckets, and the one it gives a new one
     buckets = (DEFAULT_BUCKETS if layout == "32-buckets"
                else state_buckets(str(tmp_path / "ckpt"), 2))
@@ -256,6 +264,7 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path,
     got = final_verdicts(batches, WINDOW)
     assert got == expected
     assert sum(code == 2006 for code, _ in expected.values()) > 20  # the set is not trivial
+    assert preinit_module.served() == served + (preinit == "warm")  # one query start
     # The hand-made keys: the earlier rows' new verdicts come out as changed rows.
     changed = changed_rows(batches)
     a = changed[row_id(named["accepted_then_dup"])]
