@@ -25,8 +25,8 @@ from snap_spark.stream.preinit import (
     PREINIT_MODULE,
     PYTHON_ENV,
     SOCKET_ENV,
-    server_socket,
     served,
+    server_socket,
 )
 
 
