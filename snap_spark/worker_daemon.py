@@ -39,6 +39,7 @@ WORKER_MODULES = (
     "snap_spark.udfs.verify",
     "snap_spark.pipeline.land",
     "snap_spark.stream.replay_state",
+    "pyspark.sql.streaming.proto.StateMessage_pb2",  # the replay state's talk to the JVM
 )
 
 

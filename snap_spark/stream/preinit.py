@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 #: The module Spark runs on the driver to learn a ``transformWithStateInPandas`` state's
 #: schema; the only one the server runs.
 PREINIT_MODULE = "pyspark.sql.streaming.transform_with_state_driver_worker"
+#: What the server imports before it forks: the step's module, what the processor's
+#: ``init`` imports when it first talks to the JVM's state server (protobuf messages,
+#: 50 ms), and the processor's module.
+PRELOADED = (PREINIT_MODULE, "pyspark.sql.streaming.proto.StateMessage_pb2",
+             "snap_spark.stream.replay_state")
 #: Environment variable naming the server's socket (set on the replay state's functions).
 SOCKET_ENV = "SNAP_SPARK_PREINIT_SOCKET"
 #: Environment variable naming the real interpreter the launcher hands everything else to.
@@ -245,8 +250,8 @@ def serve(path: str, parent_fd: int) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)  # requests wait in the backlog while the imports run
-    importlib.import_module(PREINIT_MODULE)
-    importlib.import_module("snap_spark.stream.replay_state")  # the processor's module
+    for module in PRELOADED:
+        importlib.import_module(module)
 
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -351,6 +356,7 @@ def _child(request: dict[str, Any], fds: list[int], closing: list[object]) -> No
     import runpy
     import signal
     import traceback
+    import warnings
 
     code = 1
     try:
@@ -372,6 +378,10 @@ def _child(request: dict[str, Any], fds: list[int], closing: list[object]) -> No
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         sys.argv = [request["module"]]
+        # The module was imported before the fork; running it again as __main__ is what
+        # `python -m` would do, so runpy's warning about it has nothing to say here.
+        warnings.filterwarnings("ignore", message=".* found in sys.modules after import",
+                                category=RuntimeWarning)
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as stop:

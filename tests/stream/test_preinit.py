@@ -75,6 +75,7 @@ def test_the_step_runs_in_a_child_of_the_server_with_the_caller_s_streams_and_st
     assert served() == before + 1
     assert out.returncode == 1
     assert "ConnectionRefusedError" in out.stderr or "Connection refused" in out.stderr
+    assert "Warning" not in out.stderr  # running the imported module again is expected
     child = int(Path(path).with_name(preinit.SERVED_LOG).read_text().split()[-1])
     assert child != os.getpid()
 
