@@ -75,6 +75,12 @@ INEXACT_KEYS = pa.schema([("sender", pa.string()), ("msg_id", pa.string())])
 #: state alone (later ones are decided against the lake, never dropped).
 DEFAULT_LATENESS = 600.0
 _INPUT_SUFFIXES = ("jsonl", "ndjson", "json")
+#: Spark setting: the class that writes a query's checkpoint files (offsets, commits, the
+#: state's schema and changelogs), and the one that writes them through Hadoop's
+#: ``FileSystem`` API (Spark's default goes through ``FileContext``).
+CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+FILE_SYSTEM_CHECKPOINTS = (
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)(ms|s|m)?)$")
 
 
@@ -443,6 +449,24 @@ class StreamVerify(Job):
                 f"{landing}")
 
 
+def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
+    """For a checkpoint on the local file system, have Spark write its files through
+    Hadoop's ``FileSystem`` API (:data:`FILE_SYSTEM_CHECKPOINTS`), unless the session
+    already names a class. Through Spark's default (``FileContext``), each atomic write of
+    a small checkpoint file took about 25 ms here against 2 ms, and a query's start and
+    its first micro-batch write about eight. On the local file system both write a
+    temporary file and rename it after checking that the destination is absent, so
+    neither is more atomic than the other. Other checkpoints keep Spark's choice.
+
+    Example::
+
+        configure_checkpoint_files(spark, "/var/lib/snap/ckpt")
+        assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == FILE_SYSTEM_CHECKPOINTS
+    """
+    if storage.is_local(checkpoint) and spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is None:
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, FILE_SYSTEM_CHECKPOINTS)
+
+
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
@@ -470,6 +494,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     if plan.landing and storage.path_kind(plan.landing) != "dir":
         raise UsageError(f"--landing {plan.landing} is not a folder")
     configure_state_store(spark)
+    configure_checkpoint_files(spark, plan.checkpoint)
     # The stateful step's partitions (each a RocksDB store, opened and committed every
     # micro-batch): Spark's default of 200 costs seconds a batch on a small cluster. A
     # checkpoint keeps the number it started with.

@@ -19,7 +19,14 @@ from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
+from snap_spark.stream.job import (
+    CHECKPOINT_MANAGER_CONF,
+    FILE_SYSTEM_CHECKPOINTS,
+    StreamPlan,
+    configure_checkpoint_files,
+    kafka_source_file,
+    run_stream,
+)
 from tests.integration.test_task_refresh import check_expectation
 from tests.lake.helpers import delta_rows
 
@@ -46,6 +53,24 @@ def _reference(lines: list[bytes], where: list[tuple[str, int]]) -> dict[tuple[s
             for key, v in zip(where, verdicts, strict=True)}
 
 
+def with_conf(spark: Any, request: pytest.FixtureRequest, key: str, value: str | None
+              ) -> None:
+    """Set (or unset) a session setting for one test; the test's end restores it."""
+    before = spark.conf.get(key, None)
+
+    def restore() -> None:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+    request.addfinalizer(restore)
+    if value is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, value)
+
+
 @pytest.fixture(scope="module")
 def traffic() -> dict[str, Any]:
     stream = generate(SampleConfig(agents=6, messages=5_000, seed=41, attack_share=0.3))
@@ -53,12 +78,19 @@ def traffic() -> dict[str, Any]:
     return {"lines": lines, "tasks": [t.to_plain() for t in stream.expected_tasks()]}
 
 
-@pytest.mark.parametrize("steps", ["on the driver", "in Spark stages"])
+@pytest.mark.parametrize("steps,checkpoint_files", [
+    ("on the driver", "FileSystem"), ("in Spark stages", "FileContext")])
 def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
         spark: Any, tmp_path: Path, traffic: dict[str, Any], steps: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        checkpoint_files: str, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
     # A micro-batch this small takes its small steps (messages files, the lake lookup, the
     # task fold) on the driver; the second case lowers the limits to take Spark stages.
+    # The checkpoint's files: through Hadoop's FileSystem (what a local checkpoint gets),
+    # or through Spark's default class, named by the session (which the stream keeps).
+    manager = (None if checkpoint_files == "FileSystem" else
+               "org.apache.spark.sql.execution.streaming.FileContextBasedCheckpointFileManager")
+    with_conf(spark, request, CHECKPOINT_MANAGER_CONF, manager)
     if steps == "in Spark stages":
         monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
         monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
@@ -89,6 +121,7 @@ def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
         total += result.lines_read
         assert result.batches == len(round_)  # one file per micro-batch
     assert total == len(lines)
+    assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == (manager or FILE_SYSTEM_CHECKPOINTS)
     lake = tmp_path / "lake"
     assert _verdicts(lake) == reference
     raw = delta_rows(lake / "raw_messages")
@@ -113,3 +146,17 @@ def test_kafka_records_equal_the_checker(spark: Any, kafka: Any, topic_name: str
     source = kafka_source_file(topic_name, 0)
     reference = _reference(lines, [(source, n) for n in range(1, len(lines) + 1)])
     assert _verdicts(tmp_path / "lake") == reference
+
+
+def test_a_local_checkpoint_gets_the_file_system_class_unless_the_session_names_one(
+        spark: Any, request: pytest.FixtureRequest) -> None:
+    with_conf(spark, request, CHECKPOINT_MANAGER_CONF, None)
+    configure_checkpoint_files(spark, "s3://bucket/ckpt")
+    assert spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is None  # Spark's choice
+    for local in ("ckpt", "/var/ckpt", "file:///var/ckpt"):
+        spark.conf.unset(CHECKPOINT_MANAGER_CONF)
+        configure_checkpoint_files(spark, local)
+        assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == FILE_SYSTEM_CHECKPOINTS
+    spark.conf.set(CHECKPOINT_MANAGER_CONF, "my.own.Manager")
+    configure_checkpoint_files(spark, "ckpt")
+    assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == "my.own.Manager"
