@@ -224,7 +224,10 @@ def _delta_settings(
         )
         if required:
             raise DeltaJarsError(hint + " (after make setup)")
-        if DELTA.available() is not None:  # cached, so probably meant to be used
+        backend = settings.get(LAKE_BACKEND_CONF, submitted.get(LAKE_BACKEND_CONF))
+        # cached, so probably meant to be used; unless the lake's backend is delta-rs,
+        # which `snap-spark submit` gives no Delta JARs on purpose
+        if DELTA.available() is not None and backend != "delta-rs":
             print(f"snap-spark: {hint}; this session has no Delta", file=sys.stderr)
         return {}
     jars = DELTA.available()

@@ -271,6 +271,9 @@ def test_the_cron_line_reaches_the_alert_branch_only_when_a_limit_is_crossed(
             assert "alert: thresholds crossed (exit 3)" in done.stdout
         else:
             assert "clean: no threshold crossed" in done.stdout
+    # delta-rs is the lake's backend, so `snap-spark submit` gave no Delta JARs on purpose:
+    # the session does not warn about their absence
+    assert "Delta's classes are not on" not in said, said[-3000:]
     # no private key of the sample's agents or of the Nostr keyring in what the runs said
     from snap_spark.protocol.keys import tweak_private_key
     from snap_spark.samples.messages import SampleConfig, sample_agents
