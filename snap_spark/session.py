@@ -143,8 +143,9 @@ def build_session(
         settings[DRIVER_JAVA_OPTIONS_CONF] = jvm_archive.driver_jvm_flags()  # if it starts now
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
+    local_workers = _local_workers_import_snap_spark(master or already.get("spark.master"))
     if WORKER_DAEMON_CONF not in settings and WORKER_DAEMON_CONF not in already \
-            and _local_workers_import_snap_spark(master or already.get("spark.master")):
+            and local_workers:
         settings[WORKER_DAEMON_CONF] = WORKER_DAEMON_MODULE
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -152,7 +153,13 @@ def build_session(
         builder = builder.master(master)
     elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _submitted():
         builder = builder.master("local[*]")
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if local_workers:
+        # the launcher of snap_spark.preinit as the Python Spark starts (a stream's start)
+        from snap_spark import preinit
+
+        preinit.adopt(spark.sparkContext)
+    return spark
 
 
 def _local_workers_import_snap_spark(master: str | None) -> bool:

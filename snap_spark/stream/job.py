@@ -467,6 +467,27 @@ def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
         spark.conf.set(CHECKPOINT_MANAGER_CONF, FILE_SYSTEM_CHECKPOINTS)
 
 
+def same_worker_environment(spark: SparkSession) -> None:
+    """Give the replay state's Python workers the environment Spark gives the landing's,
+    so that one Python worker daemon serves both. Spark keys its daemons by interpreter
+    and environment, and adds ``SPARK_SIMPLIFIED_TRACEBACK`` (when
+    ``spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled``, the default) to the
+    environment of Arrow functions but not to that of ``transformWithStateInPandas``; the
+    state's stage then started a second daemon, 1.5 s of imports on a stream's first
+    micro-batch. Setting the variable on the session's functions makes both the same.
+
+    Example::
+
+        same_worker_environment(spark)
+        assert spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] == "1"
+    """
+    key = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
+    if str(spark.conf.get(key, "true")).lower() == "true":
+        spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
+    else:
+        spark.sparkContext.environment.pop("SPARK_SIMPLIFIED_TRACEBACK", None)
+
+
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
@@ -495,6 +516,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
         raise UsageError(f"--landing {plan.landing} is not a folder")
     configure_state_store(spark)
     configure_checkpoint_files(spark, plan.checkpoint)
+    same_worker_environment(spark)
     # The stateful step's partitions (each a RocksDB store, opened and committed every
     # micro-batch): Spark's default of 200 costs seconds a batch on a small cluster. A
     # checkpoint keeps the number it started with.

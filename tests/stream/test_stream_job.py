@@ -160,3 +160,67 @@ def test_a_local_checkpoint_gets_the_file_system_class_unless_the_session_names_
     spark.conf.set(CHECKPOINT_MANAGER_CONF, "my.own.Manager")
     configure_checkpoint_files(spark, "ckpt")
     assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == "my.own.Manager"
+
+
+ONE_STREAM = """
+import json, os, sys, uuid
+from snap_spark.session import build_session
+from snap_spark.settings import VerifySettings
+from snap_spark.stream.job import StreamPlan, run_stream
+
+spark = build_session("one-daemon", master="local[2]",
+                      extra_conf={"spark.ui.enabled": "false"}, delta=False, kafka=False)
+spark.conf.set("spark.snap.lake.backend", "delta-rs")
+root = sys.argv[1]
+plan = StreamPlan(lake_dir=f"{root}/lake", checkpoint=f"{root}/ckpt", settings=VerifySettings(),
+                  lateness=600.0, run_id=uuid.uuid4().hex, landing=f"{root}/landing")
+result = run_stream(spark, plan, {"availableNow": True})
+
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+def command(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as line:
+        return line.read().decode().split("\\0")
+
+pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+family = {}
+for pid in pids:
+    try:
+        family[pid] = (parent(pid), command(pid))
+    except OSError:
+        pass
+def mine(pid):
+    while pid in family and pid != os.getpid():
+        pid = family[pid][0]
+    return pid == os.getpid()
+def daemon(args):  # python -m snap_spark.worker_daemon pyspark.worker (and its forks)
+    return args[1:3] == ["-m", "snap_spark.worker_daemon"]
+daemons = [pid for pid, (ppid, cmd) in family.items()
+           if daemon(cmd) and mine(pid) and not daemon(family.get(ppid, (0, []))[1])]
+print(json.dumps({"lines": result.lines_read, "daemons": len(daemons),
+                  "python": spark.sparkContext.pythonExec}))
+"""
+
+
+def test_a_stream_process_starts_one_python_worker_daemon(tmp_path: Path,
+                                                           traffic: dict[str, Any]) -> None:
+    """The landing's functions and the replay state's share one worker daemon (Spark keys
+    daemons by interpreter and environment): a stream's first micro-batch does not wait
+    for a second daemon's imports. Counted among the processes a fresh driver started."""
+    import json
+    import subprocess
+    import sys
+
+    from snap_spark.preinit import LAUNCHER
+
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(traffic["lines"][:300]) + b"\n")
+    done = subprocess.run([sys.executable, "-c", ONE_STREAM, str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["lines"] == 300
+    assert seen["python"] == LAUNCHER  # the session's functions run the launcher
+    assert seen["daemons"] == 1, seen

@@ -1,4 +1,4 @@
-"""The warm interpreter for Spark's schema step (snap_spark.stream.preinit), outside Spark.
+"""The warm interpreter for Spark's schema step (snap_spark.preinit), outside Spark.
 
 The stream tests run every query start through it (the test session is local); what they
 cannot show is checked here with real processes: the launcher's hand-over to the real
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.stream import preinit
-from snap_spark.stream.preinit import (
+from snap_spark import preinit
+from snap_spark.preinit import (
     LAUNCHER,
     PREINIT_MODULE,
     PYTHON_ENV,
     SOCKET_ENV,
     served,
-    server_socket,
+    start_server,
 )
 
 
@@ -41,6 +41,12 @@ def launch(args: list[str], socket_path: str | None, **env: str
     environ.update(env)
     return subprocess.run([LAUNCHER, *args], env=environ, capture_output=True, text=True,
                           timeout=60, check=False)
+
+
+def server_socket(python: str) -> str:
+    """This process's server, started if it is not running: its socket's path."""
+    assert start_server(python)
+    return preinit._socket_path()
 
 
 def free_port() -> int:
@@ -141,8 +147,8 @@ def test_a_signal_to_the_launcher_reaches_the_step(tmp_path: Path) -> None:
 
 def test_the_server_ends_with_its_driver(tmp_path: Path) -> None:
     # A driver process starts the server, prints its pid, then is killed (no clean-up).
-    script = ("import sys; from snap_spark.stream import preinit as p;"
-              "path = p.server_socket(sys.executable);"
+    script = ("import sys; from snap_spark import preinit as p;"
+              "p.start_server(sys.executable); path = p._socket_path();"
               "print(p._SERVER['process'].pid, path, flush=True); sys.stdin.read()")
     driver = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)

@@ -8,13 +8,15 @@ pyspark.sql.streaming.transform_with_state_driver_worker``). That process spends
 setting skips or reuses it. In a local session (driver and workers on one machine) this
 module serves that step from a **warm interpreter** instead:
 
-- :func:`warm_python` starts a server process once per driver process. It imports what the
-  step imports, then waits on a Unix socket in a private folder (mode 0700).
-- While :func:`~snap_spark.stream.replay_state.replay_verdicts` builds the replay state's
-  operator, Spark's "python" for that operator is the launcher script next to this file
-  (``preinit_python``). For the schema step it runs this file as a small client
-  (standard library only, ``python -I -S``); for anything else (the workers' daemon) it
-  execs the real interpreter with the same arguments.
+- Spark's "python" for the session's functions is the launcher script next to this file
+  (``preinit_python``): :func:`adopt` makes it so for a session
+  :func:`snap_spark.session.build_session` builds, :func:`warm_preinit` for the replay
+  state's functions in other local sessions. For the schema step the launcher runs this
+  file as a small client (standard library only, ``python -I -S``); for anything else
+  (the workers' daemon) it execs the real interpreter with the same arguments.
+- :func:`start_server` starts a server process once per driver process, when the first
+  stream builds its replay state. It imports what the step imports, then waits on a Unix
+  socket in a folder of its own (mode 0700).
 - The client passes its standard streams, environment and folder to the server, which
   forks a child. The child takes them over, runs the step's module as ``__main__`` (it
   connects to the JVM with the address and secret Spark put in the environment), and its
@@ -22,8 +24,9 @@ module serves that step from a **warm interpreter** instead:
 
 If the server is not running, refuses, or does not answer in :data:`ANSWER_TIMEOUT_S`, the
 client execs the real interpreter: the step then costs what it costs without this module.
-``SNAP_SPARK_WARM_PREINIT=0`` turns it off; a session that is not local never uses it (the
-launcher must exist on every executor, and the server on the driver is no help to them).
+``SNAP_SPARK_WARM_PREINIT=0`` turns it all off; a session that is not local never uses it
+(the launcher must exist on every executor, and the server on the driver is no help to
+them).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import struct
 import sys
 from typing import TYPE_CHECKING, Any
@@ -93,20 +97,68 @@ def enabled(sc: SparkContext) -> bool:
             and os.access(LAUNCHER, os.X_OK))
 
 
-def server_socket(python: str) -> str | None:
-    """The socket of this driver process's server, started on the first call with the
-    interpreter ``python`` (the one Spark would start for the step); ``None`` if it cannot
-    start. The server ends when this process does."""
+def adopt(sc: SparkContext) -> bool:
+    """Make the launcher the interpreter of every Python function made on ``sc`` from now
+    on, if :func:`enabled`: Spark starts it in place of ``sc.pythonExec`` (which it then
+    execs) and, for the schema step, it asks this process's server. Every function of the
+    session then has the same interpreter and environment, so Spark starts one worker
+    daemon for the landing's functions and the replay state's, not one for each. Returns
+    whether the launcher is the session's interpreter. Nothing starts here: the server
+    starts with the first stream (:func:`warm_preinit`).
+
+    Example::
+
+        spark = SparkSession.builder.master("local[2]").getOrCreate()
+        adopt(spark.sparkContext)  # build_session does it for a local session
+    """
+    if sc.pythonExec == LAUNCHER:
+        return True
+    if not enabled(sc):
+        return False
+    sc.environment[PYTHON_ENV] = sc.pythonExec
+    sc.environment[SOCKET_ENV] = _socket_path()
+    sc.pythonExec = LAUNCHER
+    return True
+
+
+def _socket_path() -> str:
+    """The path of this process's server socket, in a folder of a random name that
+    :func:`start_server` creates (mode 0700) when the server first starts."""
+    import secrets
+    import tempfile
+
+    if "path" not in _SERVER:
+        folder = os.path.join(tempfile.gettempdir(),
+                              f"snap-spark-preinit-{secrets.token_hex(8)}")
+        _SERVER.update(folder=folder, path=os.path.join(folder, "socket"))
+    return str(_SERVER["path"])
+
+
+def start_server(python: str) -> bool:
+    """Start this process's server (once; again if it stopped), with the interpreter
+    ``python`` (the one Spark would start for the step), on :func:`_socket_path`. Returns
+    whether it runs; ``False`` when its folder cannot be made this user's alone or the
+    process cannot start (the launcher then runs the step in ``python``). The server ends
+    when this process does."""
     import atexit
     import subprocess
-    import tempfile
 
     process = _SERVER.get("process")
     if process is not None and process.poll() is None and _SERVER.get("python") == python:
-        return str(_SERVER["path"])
+        return True
     stop_server()
-    folder = tempfile.mkdtemp(prefix="snap-spark-preinit-")  # mode 0700: this user's only
-    path = os.path.join(folder, "socket")
+    path = _socket_path()
+    folder = os.path.dirname(path)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return False  # not a folder of this user's alone: no socket in it
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a server's that was killed
     read_end, write_end = os.pipe()
     env = dict(os.environ)
     # The driver's own modules, whatever the folder it was started from.
@@ -115,24 +167,22 @@ def server_socket(python: str) -> str | None:
     env["OPENBLAS_NUM_THREADS"] = "1"  # NumPy's import starts no threads in a process that forks
     try:
         process = subprocess.Popen(
-            [python, "-m", "snap_spark.stream.preinit", "serve", path, str(read_end)],
+            [python, "-m", "snap_spark.preinit", "serve", path, str(read_end)],
             pass_fds=(read_end,), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL)
     except OSError:
         os.close(write_end)
-        os.rmdir(folder)
-        return None
+        return False
     finally:
         os.close(read_end)
     if not _SERVER.get("registered"):
         atexit.register(stop_server)
-    _SERVER.update(process=process, path=path, folder=folder, write_end=write_end,
-                   python=python, registered=True)
-    return path
+    _SERVER.update(process=process, write_end=write_end, python=python, registered=True)
+    return True
 
 
 def served() -> int:
-    """How many schema steps this driver process's server has run (0 when none runs)."""
+    """How many schema steps this process's server has run since its folder was made."""
     folder = _SERVER.get("folder")
     if folder is None:
         return 0
@@ -144,7 +194,8 @@ def served() -> int:
 
 
 def stop_server() -> None:
-    """Stop this driver process's server, if it runs, and remove its folder."""
+    """Stop this process's server, if it runs, and remove its folder (a later
+    :func:`start_server` makes it again)."""
     import shutil
     import subprocess
 
@@ -158,31 +209,44 @@ def stop_server() -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    folder = _SERVER.pop("folder", None)
+    folder = _SERVER.get("folder")
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-    _SERVER.pop("path", None)
 
 
 @contextlib.contextmanager
 def warm_preinit(sc: SparkContext) -> Iterator[bool]:
     """While active, Python functions made on ``sc`` run Spark's driver-side schema step
     in the warm server (yields ``True``), or as Spark runs it (``False``: not
-    :func:`enabled`, or no server). Their workers run the same interpreter as before.
+    :func:`enabled`, or no server). A session that :func:`adopt` made its own only needs
+    the server started; another local session has the launcher for the functions made
+    here, and their workers run the same interpreter as before.
 
     Example::
 
         with warm_preinit(spark.sparkContext):
             verdicts = df.groupBy("b").transformWithStateInPandas(...)
     """
+    if sc.pythonExec == LAUNCHER:  # adopted
+        if enabled(sc) and start_server(sc.environment.get(PYTHON_ENV) or sys.executable):
+            yield True
+            return
+        # switched off since (or no server): functions made here name no socket, so the
+        # launcher runs the step in the real interpreter
+        socket_path = sc.environment.pop(SOCKET_ENV, None)
+        try:
+            yield False
+        finally:
+            if socket_path is not None:
+                sc.environment[SOCKET_ENV] = socket_path
+        return
     real = sc.pythonExec
-    path = server_socket(real) if enabled(sc) and real != LAUNCHER else None
-    if path is None:
+    if not enabled(sc) or not start_server(real):
         yield False
         return
     sc.pythonExec = LAUNCHER
     sc.environment[PYTHON_ENV] = real
-    sc.environment[SOCKET_ENV] = path
+    sc.environment[SOCKET_ENV] = _socket_path()
     try:
         yield True
     finally:
@@ -236,7 +300,7 @@ def client(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# The server: ``python -m snap_spark.stream.preinit serve SOCKET PARENT_FD``.
+# The server: ``python -m snap_spark.preinit serve SOCKET PARENT_FD``.
 # --------------------------------------------------------------------------------------
 
 def serve(path: str, parent_fd: int) -> None:
