@@ -16,7 +16,9 @@ module serves that step from a **warm interpreter** instead:
   (the workers' daemon) it execs the real interpreter with the same arguments.
 - :func:`start_server` starts a server process once per driver process, when the first
   stream builds its replay state. It imports what the step imports, then waits on a Unix
-  socket in a folder of its own (mode 0700).
+  socket in Linux's abstract namespace (no file to leave behind, gone with the process);
+  both ends check that the other runs as the same user (``SO_PEERCRED``), since anyone
+  on the machine may connect to such a socket.
 - The client passes its standard streams, environment and folder to the server, which
   forks a child. The child takes them over, runs the step's module as ``__main__`` (it
   connects to the JVM with the address and secret Spark put in the environment), and its
@@ -26,7 +28,7 @@ If the server is not running, refuses, or does not answer in :data:`ANSWER_TIMEO
 client execs the real interpreter: the step then costs what it costs without this module.
 ``SNAP_SPARK_WARM_PREINIT=0`` turns it all off; a session that is not local never uses it
 (the launcher must exist on every executor, and the server on the driver is no help to
-them).
+them), nor does a system other than Linux.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ import contextlib
 import json
 import os
 import socket
-import stat
 import struct
 import sys
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,8 @@ PREINIT_MODULE = "pyspark.sql.streaming.transform_with_state_driver_worker"
 #: 50 ms), and the processor's module.
 PRELOADED = (PREINIT_MODULE, "pyspark.sql.streaming.proto.StateMessage_pb2",
              "snap_spark.stream.replay_state")
-#: Environment variable naming the server's socket (set on the replay state's functions).
+#: Environment variable naming the server's socket in the abstract namespace (its name
+#: without the leading NUL byte, which an environment variable cannot hold).
 SOCKET_ENV = "SNAP_SPARK_PREINIT_SOCKET"
 #: Environment variable naming the real interpreter the launcher hands everything else to.
 PYTHON_ENV = "SNAP_SPARK_PYTHON"
@@ -66,8 +68,8 @@ ANSWER_TIMEOUT_S = 20.0
 #: The script Spark starts as "python" for the replay state's functions while this is on.
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preinit_python")
 
-#: File in the server's folder: a line (the child's pid) per step it ran.
-SERVED_LOG = "served"
+#: Request that asks the server how many steps it has run (:func:`served`).
+COUNT_REQUEST = "count"
 
 _HEADER = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
@@ -116,49 +118,48 @@ def adopt(sc: SparkContext) -> bool:
     if not enabled(sc):
         return False
     sc.environment[PYTHON_ENV] = sc.pythonExec
-    sc.environment[SOCKET_ENV] = _socket_path()
+    sc.environment[SOCKET_ENV] = _socket_name()
     sc.pythonExec = LAUNCHER
     return True
 
 
-def _socket_path() -> str:
-    """The path of this process's server socket, in a folder of a random name that
-    :func:`start_server` creates (mode 0700) when the server first starts."""
+def _socket_name() -> str:
+    """The name of this process's server socket in the abstract namespace, random, chosen
+    once (:func:`_address` gives its address)."""
     import secrets
-    import tempfile
 
-    if "path" not in _SERVER:
-        folder = os.path.join(tempfile.gettempdir(),
-                              f"snap-spark-preinit-{secrets.token_hex(8)}")
-        _SERVER.update(folder=folder, path=os.path.join(folder, "socket"))
-    return str(_SERVER["path"])
+    if "name" not in _SERVER:
+        _SERVER["name"] = f"snap-spark-preinit-{os.getuid()}-{secrets.token_hex(12)}"
+    return str(_SERVER["name"])
+
+
+def _address(name: str) -> str:
+    """The address of the abstract socket ``name``."""
+    return "\0" + name
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of ``conn`` runs as this process's user."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
 
 
 def start_server(python: str) -> bool:
     """Start this process's server (once; again if it stopped), with the interpreter
-    ``python`` (the one Spark would start for the step), on :func:`_socket_path`. Returns
-    whether it runs; ``False`` when its folder cannot be made this user's alone or the
-    process cannot start (the launcher then runs the step in ``python``). The server ends
-    when this process does."""
+    ``python`` (the one Spark would start for the step), on :func:`_socket_name`. Returns
+    whether it runs; ``False`` on a system without abstract sockets or when the process
+    cannot start (the launcher then runs the step in ``python``). The server ends when
+    this process does, and so does its socket."""
     import atexit
     import subprocess
 
+    if not sys.platform.startswith("linux"):
+        return False
     process = _SERVER.get("process")
     if process is not None and process.poll() is None and _SERVER.get("python") == python:
         return True
     stop_server()
-    path = _socket_path()
-    folder = os.path.dirname(path)
-    try:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-        info = os.lstat(folder)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return False  # not a folder of this user's alone: no socket in it
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)  # a server's that was killed
     read_end, write_end = os.pipe()
     env = dict(os.environ)
     # The driver's own modules, whatever the folder it was started from.
@@ -167,7 +168,7 @@ def start_server(python: str) -> bool:
     env["OPENBLAS_NUM_THREADS"] = "1"  # NumPy's import starts no threads in a process that forks
     try:
         process = subprocess.Popen(
-            [python, "-m", "snap_spark.preinit", "serve", path, str(read_end)],
+            [python, "-m", "snap_spark.preinit", "serve", _socket_name(), str(read_end)],
             pass_fds=(read_end,), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL)
     except OSError:
@@ -182,21 +183,32 @@ def start_server(python: str) -> bool:
 
 
 def served() -> int:
-    """How many schema steps this process's server has run since its folder was made."""
-    folder = _SERVER.get("folder")
-    if folder is None:
+    """How many schema steps this process's server has run (0 when none runs)."""
+    process = _SERVER.get("process")
+    if process is None or process.poll() is not None:
         return 0
-    try:
-        with open(os.path.join(folder, SERVED_LOG), encoding="ascii") as log:
-            return sum(1 for _ in log)
-    except FileNotFoundError:
-        return 0
+    import time
+
+    request = json.dumps({"module": COUNT_REQUEST}).encode()
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(ANSWER_TIMEOUT_S)
+            try:
+                conn.connect(_address(_socket_name()))
+            except ConnectionRefusedError:  # a server just started, not listening yet
+                if process.poll() is not None or time.monotonic() > deadline:
+                    return 0
+                time.sleep(0.01)
+                continue
+            conn.sendall(_HEADER.pack(len(request)) + request)
+            count: int = _STATUS.unpack(_read_exactly(conn, _STATUS.size))[0]
+            return count
 
 
 def stop_server() -> None:
-    """Stop this process's server, if it runs, and remove its folder (a later
-    :func:`start_server` makes it again)."""
-    import shutil
+    """Stop this process's server, if it runs (a later :func:`start_server` starts it
+    again, on the same socket name)."""
     import subprocess
 
     process = _SERVER.pop("process", None)
@@ -209,9 +221,6 @@ def stop_server() -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    folder = _SERVER.get("folder")
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -246,7 +255,7 @@ def warm_preinit(sc: SparkContext) -> Iterator[bool]:
         return
     sc.pythonExec = LAUNCHER
     sc.environment[PYTHON_ENV] = real
-    sc.environment[SOCKET_ENV] = _socket_path()
+    sc.environment[SOCKET_ENV] = _socket_name()
     try:
         yield True
     finally:
@@ -265,13 +274,15 @@ def client(argv: list[str]) -> int:
     process's standard streams, environment and folder; return its exit status. Execs the
     real interpreter (:data:`PYTHON_ENV`) with ``argv`` when the server cannot."""
     real = os.environ.get(PYTHON_ENV) or "python3"
-    path = os.environ.get(SOCKET_ENV, "")
+    name = os.environ.get(SOCKET_ENV, "")
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        if argv != ["-m", PREINIT_MODULE] or not path:
+        if argv != ["-m", PREINIT_MODULE] or not name:
             raise OSError("not a step the server runs")
         conn.settimeout(ANSWER_TIMEOUT_S)
-        conn.connect(path)
+        conn.connect(_address(name))
+        if not _same_user(conn):  # not this user's server: it gets neither env nor streams
+            raise OSError("the socket is another user's")
         request = json.dumps({"module": PREINIT_MODULE, "cwd": os.getcwd(),
                               "env": dict(os.environ)}).encode()
         message = _HEADER.pack(len(request)) + request
@@ -300,19 +311,19 @@ def client(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# The server: ``python -m snap_spark.preinit serve SOCKET PARENT_FD``.
+# The server: ``python -m snap_spark.preinit serve NAME PARENT_FD``.
 # --------------------------------------------------------------------------------------
 
-def serve(path: str, parent_fd: int) -> None:
-    """Listen on ``path``, import the step's modules, then fork one child per request
-    until ``parent_fd`` (the read end of a pipe the driver holds open) reaches its end."""
+def serve(name: str, parent_fd: int) -> None:
+    """Listen on the abstract socket ``name``, import the step's modules, then fork one
+    child per request until ``parent_fd`` (the read end of a pipe the driver holds open)
+    reaches its end."""
     import importlib
     import selectors
-    import shutil
     import signal
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    listener.bind(_address(name))  # taken (another server of this name): exits, no server
     listener.listen(16)  # requests wait in the backlog while the imports run
     for module in PRELOADED:
         importlib.import_module(module)
@@ -326,24 +337,22 @@ def serve(path: str, parent_fd: int) -> None:
     selector.register(parent_fd, selectors.EVENT_READ, "parent")
     selector.register(wake_read, selectors.EVENT_READ, "child")
     waiting: dict[int, socket.socket] = {}
-    served_log = os.path.join(os.path.dirname(path), SERVED_LOG)
+    count = 0
     closing = [listener.fileno(), parent_fd, wake_read, wake_write, selector]
 
     while True:
         for key, _ in selector.select():
             if key.data == "parent":  # the driver is gone (or done): so is the server
-                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
                 return
             if key.data == "child":
                 os.read(wake_read, 512)
                 _reap(waiting)
             else:
                 conn, _ = listener.accept()
-                pid = _start(conn, closing)
-                if pid:
+                pid = _start(conn, closing, count) if _same_user(conn) else 0
+                if pid > 0:
                     waiting[pid] = conn
-                    with open(served_log, "a", encoding="ascii") as log:
-                        log.write(f"{pid}\n")
+                    count += 1
                 else:
                     conn.close()
         _reap(waiting)
@@ -379,9 +388,10 @@ def _gone(conn: socket.socket) -> bool:
         conn.settimeout(timeout)
 
 
-def _start(conn: socket.socket, closing: list[object]) -> int:
+def _start(conn: socket.socket, closing: list[object], count: int) -> int:
     """Read one request from ``conn`` and fork its child; the child's pid, or 0 when the
-    request is not one to run (the client then runs the step itself)."""
+    request is not one to run (the client then runs the step itself) or asked for the
+    ``count`` of steps run (answered)."""
     fds: list[int] = []
     try:
         conn.settimeout(5.0)
@@ -393,6 +403,9 @@ def _start(conn: socket.socket, closing: list[object]) -> int:
         if len(body) < size:
             body += _read_exactly(conn, size - len(body))
         request = json.loads(body)
+        if request.get("module") == COUNT_REQUEST and not fds:
+            conn.sendall(_STATUS.pack(count))
+            return 0
         if request.get("module") != PREINIT_MODULE or len(fds) != 3:
             raise ValueError("not a step this server runs")
         if _gone(conn):  # a client that gave up waiting: do not start its step

@@ -44,9 +44,23 @@ def launch(args: list[str], socket_path: str | None, **env: str
 
 
 def server_socket(python: str) -> str:
-    """This process's server, started if it is not running: its socket's path."""
+    """This process's server, started if it is not running: its socket's name."""
     assert start_server(python)
-    return preinit._socket_path()
+    return preinit._socket_name()
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
 
 
 def free_port() -> int:
@@ -82,14 +96,12 @@ def test_the_step_runs_in_a_child_of_the_server_with_the_caller_s_streams_and_st
     assert out.returncode == 1
     assert "ConnectionRefusedError" in out.stderr or "Connection refused" in out.stderr
     assert "Warning" not in out.stderr  # running the imported module again is expected
-    child = int(Path(path).with_name(preinit.SERVED_LOG).read_text().split()[-1])
-    assert child != os.getpid()
 
 
 def test_without_a_server_the_launcher_runs_the_step_in_the_real_interpreter(
         tmp_path: Path) -> None:
     before = served()
-    for path in (str(tmp_path / "no-socket"), ""):
+    for path in ("snap-spark-preinit-nobody-listens-here", ""):
         out = launch(["-m", PREINIT_MODULE], path,
                      PYTHON_WORKER_FACTORY_PORT=str(free_port()),
                      PYTHON_WORKER_FACTORY_SECRET="s")
@@ -106,7 +118,7 @@ def test_the_server_runs_no_other_module() -> None:
     request = json.dumps({"module": "json.tool", "cwd": "/", "env": {}}).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(30)
-        conn.connect(path)
+        conn.connect("\0" + path)
         message = len(request).to_bytes(4, "big") + request
         socket.send_fds(conn, [message], [0, 1, 2])
         answer = conn.recv(4)
@@ -130,8 +142,9 @@ def test_a_signal_to_the_launcher_reaches_the_step(tmp_path: Path) -> None:
         jvm.settimeout(30)
         conn, _ = jvm.accept()
         with conn:
-            child = int(Path(path).with_name(preinit.SERVED_LOG).read_text().split()[-1])
-            os.kill(child, 0)  # the step runs in the server's child
+            children = children_of(preinit._SERVER["process"].pid)
+            assert len(children) == 1  # the step runs in the server's child
+            child = children[0]
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 128 + signal.SIGTERM
         deadline = time.monotonic() + 10
@@ -148,7 +161,7 @@ def test_a_signal_to_the_launcher_reaches_the_step(tmp_path: Path) -> None:
 def test_the_server_ends_with_its_driver(tmp_path: Path) -> None:
     # A driver process starts the server, prints its pid, then is killed (no clean-up).
     script = ("import sys; from snap_spark import preinit as p;"
-              "p.start_server(sys.executable); path = p._socket_path();"
+              "p.start_server(sys.executable); path = p._socket_name();"
               "print(p._SERVER['process'].pid, path, flush=True); sys.stdin.read()")
     driver = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
@@ -171,4 +184,6 @@ def test_the_server_ends_with_its_driver(tmp_path: Path) -> None:
         time.sleep(0.05)
     else:
         pytest.fail("the server outlived its driver")
-    assert not Path(path).parent.exists()  # its private folder went with it
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, \
+            pytest.raises(ConnectionRefusedError):
+        conn.connect("\0" + path)  # its socket is gone with it
