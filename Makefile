@@ -72,7 +72,11 @@ kafka-broker: $(STAMP)
 # lock itself names; `--inexact` leaves what `make notebook` added. After a change to the
 # ranges in pyproject.toml: `.venv/bin/uv lock`, then commit uv.lock.
 UV_LOCKED = $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' uv.lock)
-UV_SYNC = $(VENV)/bin/uv sync --frozen --inexact --extra dev
+# `--compile-bytecode`: Python's compiled files for every installed package, written once
+# here. Where PYTHONDONTWRITEBYTECODE is set (many containers, this project's machines) no
+# process writes them later, and each Spark Python process (the driver, the workers' daemon)
+# compiled PySpark and the rest from source: `make run` took 11.3-11.9 s against 8.3-8.6 s.
+UV_SYNC = $(VENV)/bin/uv sync --frozen --inexact --extra dev --compile-bytecode
 $(STAMP): pyproject.toml uv.lock
 	@$(MAKE) --no-print-directory check-java
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "snap-spark needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -80,6 +84,7 @@ $(STAMP): pyproject.toml uv.lock
 	@$(VENV)/bin/uv --version 2>/dev/null | grep -qx 'uv $(UV_LOCKED)' || \
 		$(PY) -m pip install --quiet --disable-pip-version-check 'uv==$(UV_LOCKED)'
 	$(UV_SYNC) --quiet
+	@PYTHONDONTWRITEBYTECODE= $(PY) -m compileall -q -j 0 snap_spark jobs >/dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 	@echo "setup: .venv ready ($$($(PY) --version), $$($(PY) -c 'import pyspark; print("pyspark", pyspark.__version__)'))"
