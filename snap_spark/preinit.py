@@ -9,9 +9,9 @@ setting skips or reuses it. In a local session (driver and workers on one machin
 module serves that step from a **warm interpreter** instead:
 
 - Spark's "python" for the session's functions is the launcher script next to this file
-  (``preinit_python``): :func:`adopt` makes it so for a session
-  :func:`snap_spark.session.build_session` builds, :func:`warm_preinit` for the replay
-  state's functions in other local sessions. For the schema step the launcher runs this
+  (``preinit_python``): :func:`adopt` makes it so for a local session
+  :func:`snap_spark.session.build_session` builds (other sessions keep Spark's step). For
+  the schema step the launcher runs this
   file as a small client (standard library only, ``python -I -S``); for anything else
   (the workers' daemon) it execs the real interpreter with the same arguments.
 - :func:`start_server` starts a server process once per driver process, when the first
@@ -226,42 +226,30 @@ def stop_server() -> None:
 @contextlib.contextmanager
 def warm_preinit(sc: SparkContext) -> Iterator[bool]:
     """While active, Python functions made on ``sc`` run Spark's driver-side schema step
-    in the warm server (yields ``True``), or as Spark runs it (``False``: not
-    :func:`enabled`, or no server). A session that :func:`adopt` made its own only needs
-    the server started; another local session has the launcher for the functions made
-    here, and their workers run the same interpreter as before.
+    in the warm server (yields ``True``), or as Spark runs it (``False``: a session
+    :func:`adopt` did not make its own, :data:`SWITCH_ENV` set to ``0`` since, or no
+    server). Giving the launcher to these functions alone would split the session's
+    workers over two daemons again, so a session that is not adopted keeps Spark's step.
 
     Example::
 
         with warm_preinit(spark.sparkContext):
             verdicts = df.groupBy("b").transformWithStateInPandas(...)
     """
-    if sc.pythonExec == LAUNCHER:  # adopted
-        if enabled(sc) and start_server(sc.environment.get(PYTHON_ENV) or sys.executable):
-            yield True
-            return
-        # switched off since (or no server): functions made here name no socket, so the
-        # launcher runs the step in the real interpreter
-        socket_path = sc.environment.pop(SOCKET_ENV, None)
-        try:
-            yield False
-        finally:
-            if socket_path is not None:
-                sc.environment[SOCKET_ENV] = socket_path
-        return
-    real = sc.pythonExec
-    if not enabled(sc) or not start_server(real):
+    if sc.pythonExec != LAUNCHER:
         yield False
         return
-    sc.pythonExec = LAUNCHER
-    sc.environment[PYTHON_ENV] = real
-    sc.environment[SOCKET_ENV] = _socket_name()
-    try:
+    if enabled(sc) and start_server(sc.environment.get(PYTHON_ENV) or sys.executable):
         yield True
+        return
+    # switched off since (or no server): functions made here name no socket, so the
+    # launcher runs the step in the real interpreter
+    socket_name = sc.environment.pop(SOCKET_ENV, None)
+    try:
+        yield False
     finally:
-        sc.pythonExec = real
-        sc.environment.pop(PYTHON_ENV, None)
-        sc.environment.pop(SOCKET_ENV, None)
+        if socket_name is not None:
+            sc.environment[SOCKET_ENV] = socket_name
 
 
 # --------------------------------------------------------------------------------------
