@@ -3,8 +3,8 @@
 //!
 //! Checks, first failure wins: 1003 not JSON / not an object / a required field absent;
 //! 1004 wrong type or broken constraint; 2005 a bad P2TR address; 1004 mixed networks;
-//! 2004 timestamp drift; then (after replay, decided elsewhere) 2002 a request without `sig`
-//! and 2001 a signature that does not verify.
+//! 2004 timestamp drift (against the whole receipt second); then (after replay, decided
+//! elsewhere) 2002 a request without `sig` and 2001 a signature that does not verify.
 
 use std::collections::HashMap;
 
@@ -436,11 +436,28 @@ fn structure(doc: &Doc, msg: u32, out: &mut LineOut, size: usize) -> Result<u32,
     Ok(payload)
 }
 
+/// The whole second of a receipt time, which the drift check (2004) compares with the
+/// timestamp (the spec's `Math.floor(Date.now() / 1000)`); the reference's `receipt_second`.
+/// Receipt order and the replay window keep the full time.
+fn receipt_second(received: f64) -> f64 {
+    received.floor()
+}
+
+/// The reason of a 2004, the reference's `raise_expired`: the offset is from the receipt
+/// second, which the reason names when the receipt time has a fraction.
 fn expired(timestamp: i64, received: f64, max_drift: f64) -> String {
-    let offset = timestamp as f64 - received;
+    let second = receipt_second(received);
+    let offset = timestamp as f64 - second;
     let direction = if offset > 0.0 { "ahead of" } else { "behind" };
-    format!("timestamp {timestamp} is {}s {direction} receipt time {} (max drift {}s)",
-            fmt_seconds(offset.abs()), fmt_seconds(received), fmt_seconds(max_drift))
+    if second == received {
+        format!("timestamp {timestamp} is {}s {direction} receipt time {} (max drift {}s)",
+                fmt_seconds(offset.abs()), fmt_seconds(received), fmt_seconds(max_drift))
+    } else {
+        format!("timestamp {timestamp} is {}s {direction} receipt second {} (receipt time {}, \
+                 max drift {}s)",
+                fmt_seconds(offset.abs()), fmt_seconds(second), fmt_seconds(received),
+                fmt_seconds(max_drift))
+    }
 }
 
 fn task_fields(doc: &Doc, payload: u32, out: &mut LineOut) {
@@ -526,8 +543,8 @@ fn check_message(doc: &Doc, msg: u32, record: &Record, clock: Clock, max_drift: 
             return;
         }
     };
-    out.received_at = Some(received);
-    if (received - timestamp as f64).abs() > max_drift {
+    out.received_at = Some(received); // the full time: receipt order and the replay window
+    if (receipt_second(received) - timestamp as f64).abs() > max_drift {
         out.pre_code = Some(TIMESTAMP_EXPIRED);
         out.pre_detail = Some(expired(timestamp, received, max_drift));
         return;

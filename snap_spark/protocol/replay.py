@@ -6,8 +6,11 @@ accepted candidate of the same key has receipt time ``a`` with ``received_at - a
 (``authentication.md`` asks to track ids for *at least* 120 s, so exactly 120 s is still a
 duplicate). Otherwise it is accepted when its check-7/8 code is ``None``, and keeps that
 code, unaccepted, when not: a forged copy seen first never shadows the genuine message. A
-duplicate does not refresh the accepted time. The drift check runs first, so with ±60 s
-drift a repeat more than 120 s later is always a 2004 before it could be a 2006.
+duplicate does not refresh the accepted time. The window compares full receipt times,
+fractions included. The drift check runs first and reads the receipt clock in whole seconds
+(±60 s: from 60 s early to less than 61 s late), so a repeat 121 s or more later is always
+a 2004 before it could be a 2006; a repeat 120 < d < 121 s after a copy accepted more than
+59 s early can pass the drift check and, past the window, is accepted again.
 
 The rule is written once, as an incremental step over one key's state
 (:func:`replay_step`, :func:`expire`), and driven by one function, :func:`fold_candidates`

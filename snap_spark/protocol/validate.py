@@ -7,7 +7,9 @@ The checks, first failure wins:
 2. 1004 wrong JSON type or a broken constraint (``constraints.md``)
 3. 2005 ``from`` (or ``to``) is not a strict P2TR address
 4. 1004 ``from`` and ``to`` on different networks
-5. 2004 ``|received_at - timestamp| > max_drift`` (exactly ``max_drift`` passes)
+5. 2004 ``|floor(received_at) - timestamp| > max_drift`` (exactly ``max_drift`` passes;
+   the receipt clock is read in whole seconds, as ``authentication.md`` reads
+   ``Math.floor(Date.now() / 1000)``: :func:`receipt_second`)
 6. 2006 the same ``(from, id)`` was *accepted* within the replay window (see :mod:`.replay`)
 7. 2002 a request without ``sig``
 8. 2001 the signature does not verify (a program that is not an x coordinate included)
@@ -300,8 +302,8 @@ def check_message(
             if envelope_received_at is not None
             else clock.resolve(out.timestamp)
         )
-        out.received_at = received
-        drift = abs(received - out.timestamp)
+        out.received_at = received  # the full time: receipt order and the replay window
+        drift = abs(receipt_second(received) - out.timestamp)
         if drift > max_drift:
             raise_expired(out.timestamp, received, max_drift)
     except SnapError as exc:
@@ -315,15 +317,49 @@ def check_message(
     return out
 
 
+def receipt_second(received: float) -> float:
+    """The whole second of a receipt time, which the drift check (2004) compares with the
+    message ``timestamp``: the spec's verifier takes ``now = Math.floor(Date.now() / 1000)``
+    (``authentication.md``), so a message received 60.999 s after its timestamp is in time
+    and one received 61 s after is not. Only the drift check reads it; receipt order and the
+    replay window keep the full time. A value that is not finite is returned as it is (the
+    native core's ``f64::floor``).
+
+    Examples:
+        >>> receipt_second(1770163260.999), receipt_second(7.0), receipt_second(-0.5)
+        (1770163260.0, 7.0, -1.0)
+    """
+    return float(math.floor(received)) if math.isfinite(received) else received
+
+
 def raise_expired(timestamp: int, received: float, max_drift: float) -> None:
+    """Raise the 2004 of a message ``timestamp`` received at ``received``: the offset is from
+    the receipt second (:func:`receipt_second`), which the reason names when the receipt
+    time has a fraction.
+
+    Examples:
+        >>> from snap_spark.protocol.errors import TimestampExpired
+        >>> for at in (161.0, 161.5):
+        ...     try:
+        ...         raise_expired(100, at, 60.0)
+        ...     except TimestampExpired as exc:
+        ...         print(exc.detail)
+        timestamp 100 is 61s behind receipt time 161 (max drift 60s)
+        timestamp 100 is 61s behind receipt second 161 (receipt time 161.5, max drift 60s)
+    """
     from snap_spark.protocol.errors import TimestampExpired
 
-    offset = timestamp - received
+    second = receipt_second(received)
+    offset = timestamp - second
     direction = "ahead of" if offset > 0 else "behind"
-    raise TimestampExpired(
-        f"timestamp {timestamp} is {fmt_seconds(abs(offset))}s {direction} receipt time "
-        f"{fmt_seconds(received)} (max drift {fmt_seconds(max_drift)}s)"
-    )
+    if second == received:
+        detail = (f"timestamp {timestamp} is {fmt_seconds(abs(offset))}s {direction} "
+                  f"receipt time {fmt_seconds(received)} (max drift {fmt_seconds(max_drift)}s)")
+    else:
+        detail = (f"timestamp {timestamp} is {fmt_seconds(abs(offset))}s {direction} "
+                  f"receipt second {fmt_seconds(second)} (receipt time "
+                  f"{fmt_seconds(received)}, max drift {fmt_seconds(max_drift)}s)")
+    raise TimestampExpired(detail)
 
 
 def _authenticate(

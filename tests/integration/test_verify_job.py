@@ -325,6 +325,28 @@ def test_bare_lines_need_a_clock_and_nothing_is_written(
     assert stale.counts == {2004: 1}
 
 
+def test_drift_reads_the_receipt_clock_in_whole_seconds(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 2004 check compares the timestamp with the whole receipt second (the spec's
+    ``Math.floor(Date.now() / 1000)``): 60.999 s late is valid, 61 s late and 60.001 s early
+    are 2004, on the driver and in Spark tasks; ``received_at`` keeps its fraction."""
+    from snap_spark.pipeline import commit
+
+    offsets = {"late-60-999": (60.999, None), "late-61": (61.0, 2004),
+               "early-60": (-60.0, None), "early-60-001": (-60.001, 2004)}
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(envelope(signed(id=name, timestamp=T0), received_at=T0 + at)
+                              + b"\n" for name, (at, _) in offsets.items()))
+    for where in ("driver", "tasks"):
+        if where == "tasks":
+            monkeypatch.setattr(commit, "LOCAL_LAND_BYTES", -1)
+        run(spark, [str(path)], str(tmp_path / where))
+        got = {m["msg_id"]: (m["received_at"], m["error_code"])
+               for m in table(tmp_path / where, "messages")}
+        assert got == {name: (T0 + at, code) for name, (at, code) in offsets.items()}, where
+
+
 def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
     """The job as a user launches it, as ``make run`` does: ``spark-submit --jars <the Delta
     JARs make setup cached> jobs/verify_messages.py`` (the driver JVM starts before Python,

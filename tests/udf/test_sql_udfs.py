@@ -210,7 +210,9 @@ def test_receipt_clock_of_bare_lines(sql: Any) -> None:
     assert got[1].msg_id == "msg-001" and got[1].sender == ADDR_A and got[1].has_sig
     assert (got[2].error_code, got[3].error_code) == (2004, 2004)
     assert got[2].error_detail.startswith(f"timestamp {T0} is 61s behind receipt time")
-    assert got[3].error_detail.startswith(f"timestamp {T0} is 61.5s ahead of receipt time")
+    # the drift check reads the receipt clock in whole seconds: T0 - 61.5 is second T0 - 62
+    assert got[3].error_detail == (f"timestamp {T0} is 62s ahead of receipt second {T0 - 62} "
+                                   f"(receipt time {T0 - 62}.5, max drift 60s)")
     # An envelope's own received_at wins over the argument.
     assert got[5].error_code == 2004 and got[6].error_code == 2004
     for row, raw, clock in zip(got[1:4], rows[1:4], clocks[1:4], strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import math
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -155,7 +156,7 @@ class ReferenceVerdicts:
         if recipient is not None and recipient.network != sender.network:
             return 1004
         clock = msg["timestamp"] if received_at is None else received_at
-        if abs(clock - msg["timestamp"]) > 60:
+        if abs(math.floor(clock) - msg["timestamp"]) > 60:  # whole receipt seconds
             return 2004
         key = (msg["from"], msg["id"])
         first = self.accepted.get(key)

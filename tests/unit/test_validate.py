@@ -221,6 +221,45 @@ def test_drift_boundary() -> None:
     assert verdict(msg, T0 - 60.5) == 2004
 
 
+#: Receipt offset from the timestamp -> its code. The receipt clock is read in whole seconds
+#: (authentication.md: ``now = Math.floor(Date.now() / 1000)``): late receipt up to 60.999 s
+#: passes; early receipt is unchanged (the timestamp is whole, so more than 60 s early fails).
+FRACTIONAL_DRIFT = [(60.5, None), (60.999, None), (61.0, 2004), (61.5, 2004),
+                    (-60.0, None), (-60.001, 2004), (-60.5, 2004), (-61.0, 2004)]
+
+
+@pytest.mark.parametrize(("offset", "code"), FRACTIONAL_DRIFT)
+def test_drift_reads_the_receipt_clock_in_whole_seconds(offset: float, code: int | None) -> None:
+    received = T0 + offset
+    checked = check_message(signed(), received, CLOCK)
+    assert checked.stateless_code == code
+    assert checked.received_at == received  # kept whole: the fraction is not dropped
+    assert line_codes([envelope(signed(), received)]) == [code]
+    assert line_codes([json.dumps(signed()).encode()], ReceiptClock("fixed", received)) == [code]
+
+
+def test_drift_reason_names_the_receipt_second() -> None:
+    late = check_message(signed(), T0 + 61.5, CLOCK)
+    assert late.pre_detail == (f"timestamp {T0} is 61s behind receipt second {T0 + 61} "
+                               f"(receipt time {T0 + 61}.5, max drift 60s)")
+    early = check_message(signed(), T0 - 60.25, CLOCK)
+    assert early.pre_detail == (f"timestamp {T0} is 61s ahead of receipt second {T0 - 61} "
+                                f"(receipt time {T0 - 61}.75, max drift 60s)")
+    whole = check_message(signed(), T0 + 61, CLOCK)
+    assert whole.pre_detail == (f"timestamp {T0} is 61s behind receipt time {T0 + 61} "
+                                "(max drift 60s)")
+
+
+def test_drift_whole_seconds_with_another_max_drift() -> None:
+    """Both sides of the comparison are whole seconds, so a fractional max drift acts as its
+    whole part: 5.5 lets a message be received up to 5 s early and 5.999 s late."""
+    msg = signed()
+    for max_drift in (5, 5.5):
+        code = [check_message(msg, T0 + at, CLOCK, max_drift=max_drift).stateless_code
+                for at in (5.999, 6.0, -5.0, -5.25)]
+        assert code == [None, 2004, None, 2004], max_drift
+
+
 def test_bare_line_needs_a_clock() -> None:
     raw = json.dumps(signed()).encode()
     with pytest.raises(MissingReceiptTime):
@@ -245,6 +284,20 @@ def test_replay_within_window() -> None:
 def test_replay_after_window_is_a_drift_failure() -> None:
     msg = signed()
     assert line_codes([envelope(msg, T0), envelope(msg, T0 + 121)]) == [None, 2004]
+
+
+def test_replay_window_keeps_the_fractional_receipt_time() -> None:
+    """Only the drift check reads whole seconds. A copy accepted 60 s early and repeated
+    120.5 s later (60.5 s late: in time) is past the 120 s window by its full receipt time,
+    so it is accepted again; exactly 120 s later it is a 2006, and 121 s later a 2004."""
+    msg = signed()
+    first = envelope(msg, T0 - 60)
+    assert line_codes([first, envelope(msg, T0 + 60.5)]) == [None, None]
+    assert line_codes([first, envelope(msg, T0 + 60.0)]) == [None, 2006]
+    assert line_codes([first, envelope(msg, T0 + 61.0)]) == [None, 2004]
+    # receipt order is the full time as well: T0 + 0.25 comes before T0 + 0.75
+    later, earlier = envelope(msg, T0 + 0.75), envelope(msg, T0 + 0.25)
+    assert line_codes([later, earlier]) == [2006, None]
 
 
 def test_forged_copy_first_does_not_shadow_genuine() -> None:
