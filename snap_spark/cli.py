@@ -160,14 +160,14 @@ def _add_sample(sub: Any) -> None:
         "sample",
         help="write deterministic, signed sample traffic with labelled attacks",
         description="Generate realistic SNAP traffic (NDJSON envelopes) with a share of attacks; "
-        "with --nostr STEM, labelled Nostr traffic instead (agent-card and kind-4339 events, "
-        "well-known cards, a keyring).",
+        "with --nostr STEM, labelled Nostr traffic instead (agent-card events, SNAP messages of "
+        "kinds 4339 and 21339, well-known cards, a keyring).",
     )
     p.add_argument("--agents", type=int, default=None,
                    help="number of agents (default 20; 12 with --nostr)")
     p.add_argument("--messages", type=int, default=None,
-                   help="number of lines (default 100000); with --nostr, kind-4339 events "
-                        "(default 300)")
+                   help="number of lines (default 100000); with --nostr, SNAP message events "
+                        "of kinds 4339 and 21339 (default 300)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     p.add_argument("--attack-share", type=float, default=0.10,
                    help="share of attack/malformed lines (default 0.10)")

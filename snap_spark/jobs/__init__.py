@@ -12,8 +12,9 @@ In a checkout, ``jobs/`` is this folder under its short name (a link), so
 ``spark-submit jobs/verify_messages.py`` runs the same file.
 
 Examples:
-    >>> names()
-    ['audit', 'ingest_nostr', 'rebuild_tasks', 'stream_verify', 'verify_messages']
+    >>> names()  # doctest: +NORMALIZE_WHITESPACE
+    ['audit', 'ingest_nostr', 'rebuild_tasks', 'stream_nostr', 'stream_verify',
+     'verify_messages']
     >>> job_path("audit.py").name, job_path("audit").parent == JOBS_DIR
     ('audit.py', True)
     >>> summary("rebuild_tasks")

@@ -1,4 +1,4 @@
-"""spark-submit entry point: Nostr agent cards and stored messages into the lake.
+"""spark-submit entry point: Nostr agent cards and SNAP messages into the lake.
 
     spark-submit jobs/ingest_nostr.py --lake data/lake --relay ws://127.0.0.1:7447 \
         --keyring data/nostr.keyring

@@ -4,7 +4,10 @@
 events it stores of the given kinds (by default SNAP's agent cards, 31337, and stored
 messages, 4339), and gives one :class:`RelayFetch` per relay: the events as received, or
 the reason the relay failed and whatever it sent before. A relay that is down, refuses,
-is slow or drops the connection never affects another relay and never raises.
+is slow or drops the connection never affects another relay and never raises. SNAP's
+ephemeral messages (21339, :data:`EPHEMERAL_KIND`) are not asked for by default: relays
+forward them to the subscribers connected when they are published and never store them, so
+a fetch of what a relay holds never returns one (only a live subscription sees them).
 
 :func:`publish_events` sends event JSON texts to one relay and reports, per event, whether
 the relay accepted it and what it said (a forged event is refused with the relay's
@@ -58,9 +61,15 @@ if TYPE_CHECKING:
     )
 
 #: NIP-44-encrypted SNAP messages stored on relays (``docs/transport.md``).
-MESSAGE_KIND: Final = 4339
-#: The kinds :func:`fetch_events` asks for unless told otherwise.
-DEFAULT_KINDS: Final[tuple[int, ...]] = (CARD_KIND, MESSAGE_KIND)
+STORED_KIND: Final = 4339
+#: NIP-44-encrypted SNAP messages relays forward to live subscribers and never store (the
+#: SDK's default ``send()``, ``docs/transport.md``).
+EPHEMERAL_KIND: Final = 21339
+#: The kinds that carry a SNAP message (a listening agent subscribes to both).
+MESSAGE_KINDS: Final[tuple[int, ...]] = (STORED_KIND, EPHEMERAL_KIND)
+#: The kinds :func:`fetch_events` asks for unless told otherwise: what relays store (asking
+#: for 21339 too would only catch one published during the fetch, by chance).
+DEFAULT_KINDS: Final[tuple[int, ...]] = (CARD_KIND, STORED_KIND)
 #: Seconds between checks of the connection while waiting for a relay.
 _POLL_SECONDS: Final = 0.2
 #: Seconds allowed for closing a connection.
@@ -144,7 +153,7 @@ class RelayUnreachable(ConnectionError):
         self.reason = reason
 
 
-class _RelayProblem(Exception):
+class RelayProblem(Exception):
     """A relay failed while a fetch or publish was talking to it (the reason is the text)."""
 
 
@@ -189,7 +198,7 @@ def _since_of(since: int | Mapping[str, int] | None, url: str) -> int | None:
 # --------------------------------------------------------------------------------------
 
 
-class _Connection:
+class RelayConnection:
     """A nostr-sdk client holding one relay, and the stream of what the relay says."""
 
     def __init__(self, client: Client, relay: Relay, notes: ClientNotificationStream) -> None:
@@ -200,18 +209,18 @@ class _Connection:
         self._pending: asyncio.Future[ClientNotification | None] | None = None
 
     @classmethod
-    async def open(cls, url: str, deadline: float) -> _Connection:
+    async def open(cls, url: str, deadline: float) -> RelayConnection:
         """Connect to ``url`` by ``deadline`` (a ``time.monotonic()`` value).
 
         Raises:
-            _RelayProblem: not a relay URL, or the connection failed or timed out.
+            RelayProblem: not a relay URL, or the connection failed or timed out.
         """
         from nostr_sdk import ClientBuilder, RelayOptions, RelayUrl
 
         try:
             relay_url = RelayUrl.parse(url)
         except Exception as exc:
-            raise _RelayProblem(f"not a relay URL: {reason_of(exc)}") from None
+            raise RelayProblem(f"not a relay URL: {reason_of(exc)}") from None
         # nostr-sdk's generated constructors lack a return annotation (no-untyped-call).
         client = ClientBuilder().build()  # type: ignore[no-untyped-call]
         try:
@@ -221,7 +230,7 @@ class _Connection:
             await client.add_relay(relay_url, opts=options)
             relay = await client.relay(relay_url)
             if relay is None:  # pragma: no cover - add_relay just added it
-                raise _RelayProblem("nostr-sdk lost the relay it was given")
+                raise RelayProblem("nostr-sdk lost the relay it was given")
             notes = client.notifications()  # before connecting: nothing is missed
             connection = cls(client, relay, notes)
             remaining = max(deadline - time.monotonic(), 0.001)
@@ -231,7 +240,7 @@ class _Connection:
                 reason = reason_of(exc)
                 if reason == "timeout":
                     reason = f"no answer within {remaining:.1f}s"
-                raise _RelayProblem(f"cannot connect: {reason}") from None
+                raise RelayProblem(f"cannot connect: {reason}") from None
             return connection
         except BaseException:
             await _close_client(client)
@@ -248,7 +257,7 @@ class _Connection:
         short wait without one.
 
         Raises:
-            _RelayProblem: the connection is gone.
+            RelayProblem: the connection is gone.
         """
         from nostr_sdk import ClientNotification, RelayMessageEnum
 
@@ -262,7 +271,7 @@ class _Connection:
         note = self._pending.result()
         self._pending = None
         if note is None or note.is_shutdown():
-            raise _RelayProblem("the client shut down")
+            raise RelayProblem("the client shut down")
         if not isinstance(note, ClientNotification.MESSAGE):
             return None
         message = note.message.as_enum()
@@ -278,7 +287,7 @@ class _Connection:
             reason = f"connection lost ({status.name.lower()})"
             if self.notice:
                 reason += f"; last notice: {self.notice}"
-            raise _RelayProblem(reason)
+            raise RelayProblem(reason)
 
 
 async def _close_client(client: Client) -> None:
@@ -327,12 +336,12 @@ def _filter(kinds: list[int], since: int | None, until: int | None) -> Filter:
     return request
 
 
-async def _fetch_page(connection: _Connection, request: Filter, collected: _Collector,
+async def _fetch_page(connection: RelayConnection, request: Filter, collected: _Collector,
                       deadline: float, timeout: float) -> tuple[int, int | None]:
     """One ``REQ`` until its ``EOSE``: ``(events new to this fetch, oldest created_at)``.
 
     Raises:
-        _RelayProblem: the relay closed the subscription, the connection was lost, or
+        RelayProblem: the relay closed the subscription, the connection was lost, or
             ``deadline`` passed.
     """
     from nostr_sdk import RelayMessageEnum
@@ -341,12 +350,12 @@ async def _fetch_page(connection: _Connection, request: Filter, collected: _Coll
         subscription = await asyncio.wait_for(connection.relay.subscribe(request),
                                               max(deadline - time.monotonic(), 0.001))
     except TimeoutError:
-        raise _RelayProblem(f"timed out after {timeout:g}s sending the request") from None
+        raise RelayProblem(f"timed out after {timeout:g}s sending the request") from None
     new, oldest = 0, None
     try:
         while True:
             if time.monotonic() >= deadline:
-                raise _RelayProblem(
+                raise RelayProblem(
                     f"timed out after {timeout:g}s waiting for the end of stored events"
                 )
             message = await connection.next_message(deadline)
@@ -363,7 +372,7 @@ async def _fetch_page(connection: _Connection, request: Filter, collected: _Coll
             elif isinstance(message, RelayMessageEnum.CLOSED) and (
                 message.subscription_id == subscription
             ):
-                raise _RelayProblem(f"relay closed the subscription: {message.message}")
+                raise RelayProblem(f"relay closed the subscription: {message.message}")
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(connection.relay.unsubscribe(subscription), _CLOSE_SECONDS)
@@ -375,9 +384,9 @@ async def _fetch_one(url: str, kinds: list[int], since: int | None,
     deadline = started + timeout
     collected = _Collector(url)
     error: str | None = None
-    connection: _Connection | None = None
+    connection: RelayConnection | None = None
     try:
-        connection = await _Connection.open(url, deadline)
+        connection = await RelayConnection.open(url, deadline)
         # A relay answers one REQ with at most its limit of events, newest first (500 on
         # nostr-sdk's relay): ask again for those at or before the oldest one received
         # until a page brings nothing new. (More events of one second than the limit
@@ -389,7 +398,7 @@ async def _fetch_one(url: str, kinds: list[int], since: int | None,
             if new == 0 or oldest is None:
                 break
             until = oldest
-    except _RelayProblem as exc:
+    except RelayProblem as exc:
         error = str(exc)
     except Exception as exc:  # a nostr-sdk failure this module did not foresee
         error = f"{type(exc).__name__}: {reason_of(exc)}"
@@ -472,7 +481,7 @@ def _claimed_id(text: str) -> str | None:
     return claimed if isinstance(claimed, str) and _HEX64.fullmatch(claimed) else None
 
 
-async def _publish_one(connection: _Connection, text: str, timeout: float) -> PublishOutcome:
+async def _publish_one(connection: RelayConnection, text: str, timeout: float) -> PublishOutcome:
     from nostr_sdk import ClientMessage, Event, RelayMessageEnum
 
     try:
@@ -500,8 +509,8 @@ async def publish_events_async(
     """The coroutine of :func:`publish_events` (same arguments and result)."""
     timeout = _check_timeout(timeout)
     try:
-        connection = await _Connection.open(relay, time.monotonic() + timeout)
-    except _RelayProblem as exc:
+        connection = await RelayConnection.open(relay, time.monotonic() + timeout)
+    except RelayProblem as exc:
         raise RelayUnreachable(relay, str(exc)) from None
     outcomes: list[PublishOutcome] = []
     lost: str | None = None
@@ -512,7 +521,7 @@ async def publish_events_async(
             else:
                 try:
                     outcome = await _publish_one(connection, text, timeout)
-                except _RelayProblem as exc:
+                except RelayProblem as exc:
                     lost = str(exc)
                     outcome = PublishOutcome(_claimed_id(text), False, NOT_CONFIRMED + lost)
             outcomes.append(outcome)

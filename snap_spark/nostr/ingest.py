@@ -13,9 +13,10 @@ relays (:func:`snap_spark.nostr.client.fetch_events`), and then:
    origins (``file:line`` or relay), first receipt time. An event already in the lake keeps
    its verdict; only its relays and origins grow;
 3. **decides each new event**: kind 31337 by :func:`~snap_spark.protocol.nostr.check_card_event`,
-   kind 4339 by :func:`snap_spark.nostr.stored.check_stored_event` (expiry, keyring,
-   decryption, binding), any other kind ``malformed``;
-4. **lands the bound stored messages** through the batch job
+   the SNAP message kinds, 4339 (stored by relays) and 21339 (ephemeral: forwarded to live
+   subscribers, never stored), alike by :func:`snap_spark.nostr.stored.check_stored_event`
+   (expiry, keyring, decryption, binding), any other kind ``malformed``;
+4. **lands the bound messages** of both kinds through the batch job
    (:func:`snap_spark.pipeline.job.run`): one envelope line per event, ``source =
    nostr:<event id>``, in a content-keyed file under ``<lake>/nostr_inbox/``; their
    ``messages`` verdicts give the events theirs (``valid``, or ``inner_invalid`` with the
@@ -54,7 +55,14 @@ import pyarrow as pa
 from snap_spark import storage
 from snap_spark.extras import require
 from snap_spark.nostr.lines import event_from_line
-from snap_spark.nostr.stored import MESSAGE_KIND, Keyring, check_stored_event, expiration_time
+from snap_spark.nostr.stored import (
+    EPHEMERAL_KIND,
+    MESSAGE_KINDS,
+    STORED_KIND,
+    Keyring,
+    check_stored_event,
+    expiration_time,
+)
 from snap_spark.protocol.nostr import CARD_KIND, card_sort_key, check_card_event, check_event
 from snap_spark.runner import log
 
@@ -89,6 +97,8 @@ CHECKED = pa.schema([
 
 #: Folder of the lake holding the envelope files of landed stored messages.
 INBOX: Final = "nostr_inbox"
+#: The tables only Nostr ingestion writes (each commit replaces rows key by key).
+NOSTR_TABLES: Final = ("nostr_events", "agent_card_history", "agent_cards")
 
 
 @dataclass
@@ -99,6 +109,8 @@ class IngestResult:
     events: int = 0  # nostr_events rows written (new or grown)
     new_events: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)  # of the new rows
+    #: the new rows by ``"<kind>:<verdict>"`` (``"-:<verdict>"``: no event kind)
+    kind_verdicts: Counter[str] = field(default_factory=Counter)
     cards: int = 0  # agent_cards rows written
     messages_landed: int = 0
     relays: list[dict[str, Any]] = field(default_factory=list)  # live mode, per relay
@@ -233,7 +245,8 @@ def fold_copies(rows: Iterable[Mapping[str, Any]]) -> dict[str, Folded]:
 
 def decide(entry: Folded, receipt: float | None, keyring: Keyring) -> tuple[str, str,
                                                                            str | None]:
-    """Verdict, detail and (kind 4339 bound) inner message text of a new verified event.
+    """Verdict, detail and (a bound SNAP message, kind 4339 or 21339) inner message text of
+    a new verified event.
 
     ``receipt`` is the first receipt time (``None``: unknown, a bare archive line without
     ``--bare-clock``)."""
@@ -242,10 +255,11 @@ def decide(entry: Folded, receipt: float | None, keyring: Keyring) -> tuple[str,
     if kind == CARD_KIND:
         verdict, detail = check_card_event(entry.event)
         return verdict, detail, None
-    if kind == MESSAGE_KIND:
+    if kind in MESSAGE_KINDS:
         found = check_stored_event(entry.event, receipt, keyring)
         return found.verdict, found.detail, found.inner
-    return "malformed", f"kind {kind} is not a SNAP kind ({CARD_KIND}, {MESSAGE_KIND})", None
+    return ("malformed", f"kind {kind} is not a SNAP kind ({CARD_KIND}, {STORED_KIND}, "
+                         f"{EPHEMERAL_KIND})", None)
 
 
 def _tag(event: Mapping[str, Any], name: str) -> str | None:
@@ -280,7 +294,7 @@ def event_row(entry: Folded, verdict: str, detail: str | None, *, ingest_id: str
         "tags": None if tags is None else orjson.dumps(tags).decode(),
         "content": typed("content", str),
         "identity": _tag(event, "d") if event.get("kind") == CARD_KIND else None,
-        "recipient": _tag(event, "p") if event.get("kind") == MESSAGE_KIND else None,
+        "recipient": _tag(event, "p") if event.get("kind") in MESSAGE_KINDS else None,
         "expiration": expiration_time(expiration),
         "relays": sorted(entry.relays), "origins": sorted(entry.origins),
         "copies": len(entry.origins),
@@ -666,11 +680,10 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from snap_spark.lake import get_lake, table_uri
     from snap_spark.nostr.wellknown import read_well_known
     from snap_spark.pipeline.job import decided_settings, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges
-    from snap_spark.pipeline.runs import run_marker
+    from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.runner import UsageError
 
     if stored_clock not in STORED_CLOCKS:
@@ -679,11 +692,12 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
         raise UsageError("give --input PATH, --relay URL or --well-known PATH")
     settings = decided_settings(settings, spark)  # validated, the run's "now" fixed, as the job's
     keyring = keyring or Keyring([])
+    # what a killed run left uncommitted in the Nostr tables (the messages landing sweeps
+    # its own tables)
+    clean_leftovers(lake_dir, NOSTR_TABLES)
     started = time.monotonic()
     result = IngestResult()
-    lake = get_lake(spark)
     ingest_id = uuid.uuid4().hex
-    now = dt.datetime.now(tz=dt.UTC)
     checked = from_arrow_schema(CHECKED)
     rows: list[dict[str, Any]] = []
     if inputs:
@@ -693,7 +707,38 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
         log(f"read {len(rows)} lines from {len(files)} archive file(s)")
     if relays:
         rows += _fetch(spark, lake_dir, relays, since, timeout, overlap, result, checked)
-    result.copies = len(rows)
+    read_well = read_well_known(well_known)
+    land_copies(spark, lake_dir, rows, keyring=keyring, settings=settings,
+                stored_clock=stored_clock, well_known_rows=read_well, ingest_id=ingest_id,
+                result=result)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, Any]], *,
+                keyring: Keyring, settings: VerifySettings, stored_clock: str = "event",
+                well_known_rows: Sequence[Mapping[str, Any]] = (),
+                ingest_id: str | None = None, result: IngestResult | None = None
+                ) -> IngestResult:
+    """Steps 2 to 5 of the module docstring over checked copies (:data:`CHECKED` rows, from
+    archive lines or relay deliveries): fold, decide, land the stored messages, settle the
+    cards and commit the three Nostr tables. ``settings`` must be decided already
+    (:func:`snap_spark.pipeline.job.decided_settings`); ``ingest_id`` names the commits (a
+    live stream gives one per micro-batch, so a replayed micro-batch writes nothing new);
+    ``well_known_rows`` are :func:`snap_spark.nostr.wellknown.read_well_known` rows.
+
+    Folding, deciding and the replacing commits are idempotent: the same copies landed
+    again change nothing.
+    """
+    from snap_spark.lake import get_lake, table_uri
+    from snap_spark.pipeline.runs import run_marker
+
+    started = time.monotonic()
+    result = result if result is not None else IngestResult()
+    lake = get_lake(spark)
+    ingest_id = ingest_id or uuid.uuid4().hex
+    now = dt.datetime.now(tz=dt.UTC)
+    result.copies += len(rows)
     folded = fold_copies(rows)
     events_path = storage.join(lake_dir, "nostr_events")
     existing = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
@@ -738,10 +783,10 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
                 "inner message verified" if code is None else message["error_detail"],
                 ingest_id=ingest_id, ingest_time=now, code=code,
                 message_source=f"nostr:{entry.key}")
-        result.messages_landed = len(delivered)
+        result.messages_landed += len(delivered)
         out.update(_restated(spark, lake, lake_dir, bound, out))
     cards_new += [{**row, "created_time": _time(row["created_at"]), "ingest_id": ingest_id}
-                  for row in read_well_known(well_known)]
+                  for row in well_known_rows]
     cards = _settle_cards(spark, lake, lake_dir, cards_new, out)
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     info = {"job": "ingest_nostr", "ingest_id": ingest_id}
@@ -757,11 +802,14 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
                      staging=staging, ingest_id=ingest_id, info=info)
         finally:
             storage.delete_tree(staging)
-    result.events = len(out)
-    result.new_events = sum(1 for k in out if k not in existing)
-    result.verdicts = Counter(r["verdict"] for k, r in out.items() if k not in existing)
-    result.cards = len(cards["cards"])
-    result.seconds = time.monotonic() - started
+    new_rows = [r for k, r in out.items() if k not in existing]
+    result.events += len(out)
+    result.new_events += len(new_rows)
+    result.verdicts += Counter(r["verdict"] for r in new_rows)
+    result.kind_verdicts += Counter(
+        f"{'-' if r['kind'] is None else r['kind']}:{r['verdict']}" for r in new_rows)
+    result.cards += len(cards["cards"])
+    result.seconds += time.monotonic() - started
     return result
 
 

@@ -1,14 +1,20 @@
-"""Stored SNAP messages (Nostr kind 4339): expiry, decryption and the sender binding.
+"""SNAP messages over Nostr (kinds 4339 and 21339): expiry, decryption and the sender binding.
 
-A kind-4339 event carries one SNAP message, NIP-44 v2 encrypted between the sender's Nostr
-key (the event ``pubkey``) and the recipient's (its ``p`` tag); ``docs/discovery.md``
-"Offline Inbox" and ``docs/transport.md`` "Nostr Transport". :func:`check_stored_event`
-takes one event to the point where its inner message can be verified like any other
+SNAP sends a message over Nostr as one of two kinds (``docs/discovery.md`` "Nostr Event
+Types", ``docs/transport.md`` "Nostr Transport"): **4339** (:data:`STORED_KIND`, regular
+range) when the sender asks relays to keep it for offline retrieval, and **21339**
+(:data:`EPHEMERAL_KIND`, ephemeral range, the reference SDK's default ``send()``), which
+relays forward to the subscribers connected at that moment and never store. Both carry one
+SNAP message, NIP-44 v2 encrypted between the sender's Nostr key (the event ``pubkey``) and
+the recipient's (its ``p`` tag), and the two are checked alike: whichever kind carries it,
+a copy of a message is a copy (a 21339 and a 4339 with the same inner message are a replay
+pair like any two). :func:`check_stored_event` takes one event of either kind
+(:data:`MESSAGE_KINDS`) to the point where its inner message can be verified like any other
 message, first failure wins:
 
 1. :func:`snap_spark.protocol.nostr.check_event` (``malformed``, ``bad_event_id``,
-   ``bad_event_sig``); a kind other than 4339, a ``p`` tag missing, repeated or not a
-   64-hex key, or an ``expiration`` tag that is not a unix time, are ``malformed`` too;
+   ``bad_event_sig``); a kind other than 4339 and 21339, a ``p`` tag missing, repeated or
+   not a 64-hex key, or an ``expiration`` tag that is not a unix time, are ``malformed`` too;
 2. ``expired``: the NIP-40 ``expiration`` is earlier than the receipt time (an event that
    expires at the second it is received is still taken);
 3. ``encrypted``: the operator's keyring has no key for the ``p`` recipient (counted, never
@@ -36,6 +42,10 @@ Examples:
     'encrypted'
     >>> check_stored_event({**event, "content": "y"}, 10.0, Keyring([])).verdict
     'bad_event_id'
+    >>> ephemeral = sign_event({**event, "kind": EPHEMERAL_KIND}, bytes.fromhex("0a" * 32),
+    ...                        aux=bytes(32))
+    >>> check_stored_event(ephemeral, 10.0, Keyring([])).verdict
+    'encrypted'
 """
 
 from __future__ import annotations
@@ -54,7 +64,12 @@ from snap_spark.protocol.nostr import check_event
 from snap_spark.protocol.validate import MissingReceiptTime
 
 #: Storable SNAP message (``docs/discovery.md``: regular range, kept by relays).
-MESSAGE_KIND: Final = 4339
+STORED_KIND: Final = 4339
+#: Ephemeral SNAP message (``docs/discovery.md``: ephemeral range, the SDK's default
+#: ``send()``): relays forward it to live subscribers and never store it.
+EPHEMERAL_KIND: Final = 21339
+#: The kinds that carry a SNAP message, both checked by :func:`check_stored_event`.
+MESSAGE_KINDS: Final[tuple[int, ...]] = (STORED_KIND, EPHEMERAL_KIND)
 
 StoredVerdict = Literal["malformed", "bad_event_id", "bad_event_sig", "expired", "encrypted",
                         "decrypt_failed", "from_mismatch", "recipient_mismatch", "bound"]
@@ -65,9 +80,9 @@ INNER_VALID: Final = "valid"
 INNER_INVALID: Final = "inner_invalid"
 
 _HEX = frozenset("0123456789abcdef")
-_NEEDS_CLOCK: Final = ("archived stored messages (kind 4339) without a receipt time (raw events "
-                       "or relay frames, no envelope received_at): choose their receipt clock "
-                       "with --bare-clock now|message|<unix seconds>")
+_NEEDS_CLOCK: Final = ("archived SNAP message events (kinds 4339 and 21339) without a receipt "
+                       "time (raw events or relay frames, no envelope received_at): choose "
+                       "their receipt clock with --bare-clock now|message|<unix seconds>")
 
 
 class KeyringError(ValueError):
@@ -127,6 +142,11 @@ class Keyring:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    def recipients(self) -> list[str]:
+        """The public keys (x-only hex, as in a ``p`` tag) messages to which this keyring
+        decrypts, sorted; no private key."""
+        return sorted(self._keys)
 
     def __repr__(self) -> str:
         return f"Keyring({len(self._keys)} key{'' if len(self._keys) == 1 else 's'})"
@@ -210,8 +230,8 @@ def taproot_of(pubkey_hex: str, claimed: object) -> str:
 
 def check_stored_event(event: object, received_at: float | None, keyring: Keyring
                        ) -> StoredCheck:
-    """Take one kind-4339 event, received at ``received_at`` (unix seconds), through the
-    checks of the module docstring.
+    """Take one SNAP message event (kind 4339 or 21339), received at ``received_at`` (unix
+    seconds), through the checks of the module docstring; both kinds get the same checks.
 
     ``received_at`` may be ``None`` (an archived event without its receipt time) as long as
     no check needs it: an event with an ``expiration`` tag, or one that passes the binding
@@ -224,13 +244,13 @@ def check_stored_event(event: object, received_at: float | None, keyring: Keyrin
     if verdict != "ok":
         return StoredCheck(verdict, detail)
     assert isinstance(event, Mapping)  # established by check_event
-    if event["kind"] != MESSAGE_KIND:
-        return StoredCheck("malformed", f"kind {event['kind']} is not a stored message "
-                                        f"({MESSAGE_KIND})")
+    if event["kind"] not in MESSAGE_KINDS:
+        return StoredCheck("malformed", f"kind {event['kind']} is not a SNAP message kind "
+                                        f"({', '.join(map(str, MESSAGE_KINDS))})")
     recipients = _tag_values(event["tags"], "p")
     if len(recipients) != 1:
-        return StoredCheck("malformed", f"{len(recipients)} p tags (a stored message names "
-                                        "exactly one recipient)")
+        return StoredCheck("malformed", f"{len(recipients)} p tags (a SNAP message event "
+                                        "names exactly one recipient)")
     recipient = recipients[0]
     if len(recipient) != 64 or not set(recipient) <= _HEX:
         return StoredCheck("malformed", "the p tag is not a 64-hex public key")

@@ -128,8 +128,8 @@ TASKS = StructType([
     _f("foreign_reports", LongType(), False),  # reports from someone other than the owner
 ])
 
-#: One row per distinct Nostr event (kinds 31337 and 4339, and whatever else a relay or an
-#: archive held): every copy of an event whose id and signature verify is folded into the
+#: One row per distinct Nostr event (kinds 31337, 4339 and 21339, and whatever else a relay or
+#: an archive held): every copy of an event whose id and signature verify is folded into the
 #: row of its id (relays seen on, copies, first receipt); a line or copy that is not such an
 #: event (malformed, ``bad_event_id``, ``bad_event_sig``) has its own row, keyed by its bytes,
 #: so a forged copy never shadows the genuine event. ``verdict``: docs/verdicts.md "Nostr".
@@ -143,7 +143,7 @@ NOSTR_EVENTS = StructType([
     _f("tags", StringType()),  # the tags as a JSON array
     _f("content", StringType()),
     _f("identity", StringType()),  # kind 31337: the d tag
-    _f("recipient", StringType()),  # kind 4339: the p tag
+    _f("recipient", StringType()),  # kinds 4339 and 21339: the p tag
     _f("expiration", LongType()),  # NIP-40 expiration tag, if any
     _f("relays", ArrayType(StringType())),  # relays it was seen on (sorted)
     _f("origins", ArrayType(StringType())),  # "file:line" of each line, or the relay
@@ -154,7 +154,7 @@ NOSTR_EVENTS = StructType([
     _f("verdict", StringType(), False),
     _f("error_code", IntegerType()),  # inner_invalid: the inner message's SNAP code
     _f("error_detail", StringType()),
-    _f("message_source", StringType()),  # kind 4339 delivered: messages.source of its message
+    _f("message_source", StringType()),  # a 4339 or 21339 landed: messages.source of its message
     _f("ingest_id", StringType(), False),  # the run that first wrote the row
     _f("ingest_time", TimestampType(), False),
 ])

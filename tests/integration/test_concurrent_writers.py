@@ -242,7 +242,7 @@ def _files_ever_added(table: Path) -> set[str]:
 @pytest.mark.slow
 def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_once(
         spark: Any, tmp_path: Path) -> None:
-    # The stored (kind 4339) messages of a Nostr sample, decrypted, also reach the lake as
+    # The messages (kinds 4339, 21339) of a Nostr sample, decrypted, also reach the lake as
     # an archive through the batch job, at the same moment: each message is accepted once
     # (the other copy is its 2006), exactly as when the two run one after the other (that
     # sequential reference is landed in this process; the two at once are job processes).

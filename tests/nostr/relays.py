@@ -62,14 +62,16 @@ class RelayProcess:
         return self.process.returncode, out, err
 
 
-def start_relay_process(*, database: str | None = None, extra: Sequence[str] = ()) -> RelayProcess:
-    """Start ``snap-spark relay`` on a free port of 127.0.0.1 and wait for its ready line.
+def start_relay_process(*, database: str | None = None, extra: Sequence[str] = (),
+                        port: int | None = None) -> RelayProcess:
+    """Start ``snap-spark relay`` on ``port`` (default: a free port) of 127.0.0.1 and wait
+    for its ready line.
 
     Raises:
         RuntimeError: it exited or printed nothing within :data:`START_SECONDS` (it is
             killed first; the message holds its stderr).
     """
-    port = free_port()
+    port = free_port() if port is None else port
     command = [sys.executable, "-m", "snap_spark.cli", "relay", "--port", str(port), *extra]
     if database is not None:
         command += ["--database", database]

@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
+from snap_spark.nostr import stored
 from snap_spark.nostr.client import (
+    DEFAULT_KINDS,
+    EPHEMERAL_KIND,
+    MESSAGE_KINDS,
+    STORED_KIND,
     FetchedEvent,
     RelayFetch,
     RelayUnreachable,
@@ -72,6 +77,21 @@ def test_kinds_select_what_is_fetched(relay: RelayProcess, now: int) -> None:
     assert ids(fetch_events([relay.url])[0]) == {card["id"], message["id"]}
     assert ids(fetch_events([relay.url], kinds=[1])[0]) == {note["id"]}
     assert ids(fetch_events([relay.url], kinds=[])[0]) == {card["id"], message["id"], note["id"]}
+
+
+def test_ephemeral_messages_are_accepted_but_never_stored(relay: RelayProcess,
+                                                         now: int) -> None:
+    """A relay forwards a kind-21339 message to the subscribers connected when it arrives
+    and keeps none: a fetch never returns one, even one that asks for the kind. So a fetch
+    asks for the stored kinds only (DEFAULT_KINDS)."""
+    assert (STORED_KIND, EPHEMERAL_KIND) == MESSAGE_KINDS == stored.MESSAGE_KINDS
+    assert DEFAULT_KINDS == (31337, STORED_KIND)
+    kept = message_event(created_at=now, tags=[["p", "ab" * 32]])
+    ephemeral = message_event(created_at=now, tags=[["p", "ab" * 32]], kind=EPHEMERAL_KIND)
+    publish_all(relay.url, [kept, ephemeral])  # accepted: OK true
+    assert ids(fetch_events([relay.url])[0]) == {kept["id"]}
+    assert ids(fetch_events([relay.url], kinds=MESSAGE_KINDS)[0]) == {kept["id"]}
+    assert ids(fetch_events([relay.url], kinds=[EPHEMERAL_KIND])[0]) == set()
 
 
 def test_since_filters_per_relay_or_for_all(relay: RelayProcess, now: int) -> None:

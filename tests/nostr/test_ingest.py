@@ -16,16 +16,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from snap_spark.nostr.client import publish_events
+from snap_spark.nostr.client import fetch_events, publish_events
 from snap_spark.nostr.ingest import ingest
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import Keyring
+from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.keys import internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import sign_event
-from snap_spark.protocol.validate import MissingReceiptTime
-from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from snap_spark.protocol.signing import sign_message
+from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
+from snap_spark.samples.nostr import (
+    NostrSampleConfig,
+    nip44_conversation_key,
+    nip44_encrypt,
+    output_paths,
+    write_nostr_sample,
+)
 from snap_spark.settings import VerifySettings
 from tests.lake.helpers import delta_rows, use_backend
 from tests.nostr.conftest import PRIV_A, PRIV_B, card_event
@@ -113,8 +122,9 @@ def test_archive_verdicts_equal_the_labels_and_a_rerun_changes_nothing(
         assert first.copies == len(made.lines)
         cards = {r["identity"]: r["card_key"] for r in table(lake, "agent_cards")}
         assert cards == standing_cards(made, paths)
-        stored = [lab for lab in made.labels
-                  if lab.kind == 4339 and lab.expected in ("valid", "inner_invalid")]
+        stored = [lab for lab in made.labels  # both message kinds land their messages
+                  if lab.kind in (4339, 21339) and lab.expected in ("valid", "inner_invalid")]
+        assert {lab.kind for lab in stored} == {4339, 21339}
         assert first.messages_landed == len(stored)
         messages = table(lake, "messages")
         assert len(messages) == len(stored)
@@ -227,7 +237,13 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
     """Every genuine SNAP event of the sample a relay keeps, published, fetched and
     ingested live, gets the verdict of its label. Left out: events with an expiration tag
     (the sample's are in the past by now, so the relay refuses them) and the replays of
-    those; the relay itself keeps only the newest card per identity."""
+    those; the relay itself keeps only the newest card per identity.
+
+    Ephemeral messages (kind 21339) are published too, and the relay accepts them, but a
+    relay never stores an ephemeral event (it only forwards it to the subscribers connected
+    at that moment), so a fetch after publishing never returns one: they are expected
+    ABSENT from the live run (asserted), and so are the events whose label depends on a
+    21339 line (a replay of it). The archive run at the end gives them their labels."""
     made, paths = sample
     events: dict[int, dict[str, Any]] = {}
     for raw, label in zip(made.lines, made.labels, strict=True):
@@ -240,7 +256,11 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
         return isinstance(tags, list) and any(
             isinstance(t, list) and t[:1] == ["expiration"] for t in tags)
 
+    def ephemeral(line_no: int) -> bool:
+        return events[line_no].get("kind") == 21339
+
     expected: dict[str, tuple[str, int | None]] = {}
+    never_stored: set[str] = set()  # genuine 21339 events the relay accepts
     for label in made.labels:
         if label.expected in ("malformed", "bad_event_id", "bad_event_sig",
                               "duplicate_event", "superseded", "expired"):
@@ -248,16 +268,29 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
         refs = [int(n) for n in re.findall(r"line (\d+)", label.why)]
         if expiring(label.line_no) or any(expiring(n) for n in refs):
             continue
+        if ephemeral(label.line_no):
+            never_stored.add(events[label.line_no]["id"])
+            continue
+        if any(ephemeral(n) for n in refs):
+            continue
         expected[events[label.line_no]["id"]] = (label.expected, label.inner_code)
-    outcomes = publish_events(relay.url, [json.dumps(events[lab.line_no]) for lab in
-                                          made.labels if events.get(lab.line_no, {}).get("id")
-                                          in expected])
-    assert sum(o.accepted for o in outcomes) >= len(expected) - 8  # replaced cards only
+    assert len(never_stored) > 10
+    published = [events[lab.line_no] for lab in made.labels
+                 if events.get(lab.line_no, {}).get("id") in expected.keys() | never_stored]
+    outcomes = publish_events(relay.url, [json.dumps(e) for e in published])
+    accepted = {e["id"]: o.accepted for e, o in zip(published, outcomes, strict=True)}
+    assert all(accepted[i] for i in never_stored)  # accepted (and forwarded), not stored
+    assert sum(accepted[i] for i in expected) >= len(expected) - 8  # replaced cards only
+    # the relay holds none of them: even a fetch that asks for kind 21339 gets none
+    (fetched,) = fetch_events([relay.url], kinds=[21339, 4339], timeout=10.0)
+    assert fetched.error is None and fetched.events
+    assert not {json.loads(e.event_json)["id"] for e in fetched.events} & never_stored
     lake = tmp_path / "lake"
     ingest(spark, str(lake), relays=[relay.url], keyring=Keyring.load(paths["keyring"]),
            timeout=10.0)
     got = {r["event_key"]: (r["verdict"], r["error_code"])
            for r in table(lake, "nostr_events")}
+    assert not never_stored & set(got)  # ephemeral events never come from a fetch
     assert got == {k: v for k, v in expected.items() if k in got}
     stored = {k for k, v in expected.items() if v[0] not in (
         "valid", "identity_mismatch", "invalid_card", "card_identity_mismatch")
@@ -331,6 +364,157 @@ def test_a_stored_replay_seen_again_follows_its_message(
            for r in table(lake, "nostr_events")}
     assert got[replay.event_id] == ("inner_invalid", 2006, 2)
     assert sorted(m["error_code"] or 0 for m in table(lake, "messages")) == [0, 2006]
+
+
+# -- kind 21339 (ephemeral SNAP messages) ----------------------------------------------------
+
+SENT = 1_770_163_200  # the inner messages' timestamp
+PRIV_C = bytes.fromhex("0c" * 32)  # a key the keyring does not hold
+PUB_B, PUB_C = internal_pubkey(PRIV_B).hex(), internal_pubkey(PRIV_C).hex()
+
+
+def snap_message(number: int, *, to: bytes = PRIV_B, edited: bool = False) -> dict[str, Any]:
+    """A signed SNAP request from A to ``to`` (its payload changed after signing when
+    ``edited``: a 2001)."""
+    message = sign_message({
+        "id": f"msg-{number}", "version": "0.1", "from": p2tr_address(internal_pubkey(PRIV_A)),
+        "to": p2tr_address(internal_pubkey(to)), "type": "request", "method": "message/send",
+        "payload": {"message": {"messageId": f"m-{number}", "role": "user",
+                                "parts": [{"text": "hello"}]}},
+        "timestamp": SENT}, PRIV_A, aux=bytes(32))
+    if edited:
+        message["payload"]["message"]["parts"][0]["text"] = "hello (edited)"
+    return message
+
+
+def snap_event(kind: int, inner: dict[str, Any], *, created: int, wrapper: bytes = PRIV_A,
+               for_key: str = PUB_B, p: str = PUB_B, expiration: int | None = None
+               ) -> dict[str, Any]:
+    """``inner`` NIP-44 encrypted by ``wrapper`` for ``for_key`` in a signed event of
+    ``kind``, p-tagged ``p``."""
+    content = nip44_encrypt(orjson.dumps(inner).decode(),
+                            nip44_conversation_key(wrapper, for_key), bytes(range(32)))
+    tags = [["p", p]] + ([["expiration", str(expiration)]] if expiration is not None else [])
+    return sign_event({"created_at": created, "kind": kind, "tags": tags, "content": content},
+                      wrapper, aux=bytes(32))
+
+
+def envelope(event: dict[str, Any], received: float) -> str:
+    return json.dumps({"received_at": received, "relay": "wss://relay.example",
+                       "event": event}) + "\n"
+
+
+#: scenario -> (event of a kind, receipt time, the verdict and code it must get): every
+#: check of a SNAP message event, the receipt clock being the event's created_at (default)
+MESSAGE_CASES: dict[str, tuple[Any, float, tuple[str, int | None]]] = {
+    "valid": (lambda k: snap_event(k, snap_message(1), created=SENT + 1), SENT + 3,
+              ("valid", None)),
+    "inner signature": (lambda k: snap_event(k, snap_message(2, edited=True), created=SENT + 1),
+                        SENT + 3, ("inner_invalid", 2001)),
+    "wrapped late": (lambda k: snap_event(k, snap_message(3), created=SENT + 100), SENT + 101,
+                     ("inner_invalid", 2004)),
+    "encrypted": (lambda k: snap_event(k, snap_message(4, to=PRIV_C), created=SENT + 1,
+                                       for_key=PUB_C, p=PUB_C), SENT + 3, ("encrypted", None)),
+    "expired": (lambda k: snap_event(k, snap_message(5), created=SENT + 1,
+                                     expiration=SENT + 30), SENT + 100, ("expired", None)),
+    "in time": (lambda k: snap_event(k, snap_message(6), created=SENT + 1,
+                                     expiration=SENT + 30), SENT + 30, ("valid", None)),
+    "decrypt_failed": (lambda k: snap_event(k, snap_message(7), created=SENT + 1,
+                                            for_key=PUB_C), SENT + 3, ("decrypt_failed", None)),
+    "from_mismatch": (lambda k: snap_event(k, snap_message(8), created=SENT + 1,
+                                           wrapper=PRIV_C), SENT + 3, ("from_mismatch", None)),
+    "recipient_mismatch": (lambda k: snap_event(k, snap_message(9, to=PRIV_C),
+                                                created=SENT + 1),
+                           SENT + 3, ("recipient_mismatch", None)),
+    "tampered": (lambda k: {**snap_event(k, snap_message(10), created=SENT + 1),
+                            "created_at": SENT}, SENT + 3, ("bad_event_id", None)),
+}
+
+
+def test_ephemeral_messages_get_the_verdicts_of_stored_ones(spark: Any, tmp_path: Path) -> None:
+    """An archive of kind-21339 events (envelopes with received_at) and the same events as
+    kind 4339: every check gives the same verdict, the recipient column is filled, and the
+    bound messages land in messages once."""
+    keyring = Keyring([PRIV_B])
+    names = sorted(MESSAGE_CASES)
+    rows: dict[int, dict[str, dict[str, Any]]] = {}
+    lakes = {}
+    for kind in (4339, 21339):
+        archive = tmp_path / f"kind-{kind}.jsonl"
+        events = [MESSAGE_CASES[name][0](kind) for name in names]
+        archive.write_text("".join(envelope(event, MESSAGE_CASES[name][1])
+                                   for name, event in zip(names, events, strict=True)))
+        lakes[kind] = tmp_path / f"lake-{kind}"
+        result = ingest(spark, str(lakes[kind]), inputs=[str(archive)], keyring=keyring)
+        assert result.messages_landed == 4
+        found = by_origin(lakes[kind])
+        rows[kind] = {name: found[f"{archive}:{n}"] for n, name in enumerate(names, start=1)}
+        assert {name: (r["kind"], r["recipient"]) for name, r in rows[kind].items()} == {
+            name: (kind, PUB_C if name == "encrypted" else PUB_B) for name in names}
+        assert all(r["event_id"] == e["id"] for r, e in zip(
+            (rows[kind][name] for name in names), events, strict=True))
+    for kind in (4339, 21339):
+        assert {name: (r["verdict"], r["error_code"]) for name, r in rows[kind].items()} == {
+            name: case[2] for name, case in MESSAGE_CASES.items()}, kind
+
+    def same(row: dict[str, Any]) -> dict[str, Any]:  # what does not name the event itself
+        # (the detail of a bad_event_id names the id the fields hash to)
+        return {k: v for k, v in row.items() if k in (
+            "verdict", "error_code", "recipient", "expiration", "copies", "first_received_at",
+            "relays") or (k == "error_detail" and row["verdict"] != "bad_event_id")}
+
+    assert {n: same(r) for n, r in rows[21339].items()} == {
+        n: same(r) for n, r in rows[4339].items()}
+    # the bound ones landed in messages, once each, with the event as their source
+    landed = {kind: sorted((m["msg_id"], m["verdict"], m["error_code"])
+                           for m in table(lakes[kind], "messages")) for kind in lakes}
+    assert landed[21339] == landed[4339] == [
+        ("msg-1", "valid", None), ("msg-2", "rejected", 2001), ("msg-3", "rejected", 2004),
+        ("msg-6", "valid", None)]
+    sources = sorted(r["source"] for r in table(lakes[21339], "raw_messages"))
+    assert sources == sorted(f"nostr:{r['event_id']}" for r in rows[21339].values()
+                             if r["message_source"])
+    # again: nothing new, nothing landed twice
+    written = ("nostr_events", "messages", "raw_messages")  # (no card tables: no cards)
+    before = {name: table(lakes[21339], name) for name in written}
+    again = ingest(spark, str(lakes[21339]), inputs=[str(tmp_path / "kind-21339.jsonl")],
+                   keyring=keyring)
+    assert (again.new_events, again.events, again.messages_landed) == (0, 0, 0)
+    assert {name: table(lakes[21339], name) for name in written} == before
+
+
+def test_an_ephemeral_and_a_stored_event_of_one_message_are_a_replay_pair(
+        spark: Any, tmp_path: Path) -> None:
+    """The same inner message in a 21339 and in a 4339 event is two copies of one message:
+    the one received later (the receipt clock: the event's created_at) is its replay, 2006,
+    whichever kind it is. The expected codes come from the SNAP checker's replay rule
+    (check_lines), not from the pipeline."""
+    first, second = snap_message(1), snap_message(2)
+    copies = [  # (event, received_at), in file order
+        (snap_event(4339, first, created=SENT + 11), SENT + 12.0),  # the later copy of msg-1
+        (snap_event(21339, first, created=SENT + 1), SENT + 2.0),
+        (snap_event(4339, second, created=SENT + 1), SENT + 2.0),
+        (snap_event(21339, second, created=SENT + 11), SENT + 12.0),  # the later one of msg-2
+    ]
+    reference = check_lines(
+        [json.dumps({"received_at": event["created_at"], "message": inner}).encode()
+         for (event, _), inner in zip(copies, (first, first, second, second), strict=True)],
+        ReceiptClock.refuse())
+    codes = [r.error_code for r in reference]
+    assert codes == [2006, None, None, 2006]
+    archive = tmp_path / "pairs.jsonl"
+    archive.write_text("".join(envelope(event, at) for event, at in copies))
+    lake = tmp_path / "lake"
+    result = ingest(spark, str(lake), inputs=[str(archive)], keyring=Keyring([PRIV_B]))
+    assert result.messages_landed == 4
+    found = by_origin(lake)
+    got = [(found[f"{archive}:{n}"]["kind"], found[f"{archive}:{n}"]["verdict"],
+            found[f"{archive}:{n}"]["error_code"]) for n in range(1, 5)]
+    assert got == [(4339, "inner_invalid", 2006), (21339, "valid", None),
+                   (4339, "valid", None), (21339, "inner_invalid", 2006)]
+    assert [code for _, _, code in got] == codes
+    assert sorted((m["msg_id"], m["error_code"] or 0) for m in table(lake, "messages")) == [
+        ("msg-1", 0), ("msg-1", 2006), ("msg-2", 0), ("msg-2", 2006)]
 
 
 def test_garbage_and_huge_lines_become_rows_with_a_reason(spark: Any, tmp_path: Path) -> None:

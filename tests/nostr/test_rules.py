@@ -1,5 +1,6 @@
 """Nostr ingestion reads the NIP-40 expiry and the receipt clock with the rules the stored
-message check and the batch job use (one reading each), not its own."""
+message check and the batch job use (one reading each), not its own; and it routes both
+SNAP message kinds (4339, 21339) to that check."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import datetime as dt
 
 import pytest
 
-from snap_spark.nostr.ingest import Folded, event_row
-from snap_spark.nostr.stored import expiration_time
+from snap_spark.nostr.ingest import Folded, decide, event_row
+from snap_spark.nostr.stored import Keyring, check_stored_event, expiration_time
 from snap_spark.protocol.validate import ReceiptClock
+from tests.nostr.conftest import PRIV_A, card_event, message_event
 
 NOW = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
 
@@ -40,3 +42,40 @@ def test_the_receipt_clock_of_an_event_without_a_receipt_time() -> None:
     assert ReceiptClock.parse("now", now=42.0).receipt_for(None) == 42.0
     assert ReceiptClock.parse("1000").receipt_for(5) == 1000.0
     assert ReceiptClock.parse(None).receipt_for(5) is None
+
+
+@pytest.mark.parametrize("kind", [4339, 21339])
+def test_both_message_kinds_fill_the_recipient_column(kind: int) -> None:
+    event = message_event(PRIV_A, created_at=1_700_000_000, kind=kind,
+                          tags=[["p", "cd" * 32], ["expiration", "1700000100"]])
+    row = event_row(Folded(event["id"], event, event["id"], None, None), "encrypted", "d",
+                    ingest_id="i", ingest_time=NOW)
+    assert (row["kind"], row["recipient"], row["expiration"], row["identity"]) == (
+        kind, "cd" * 32, 1_700_000_100, None)
+
+
+def test_other_kinds_have_no_recipient() -> None:
+    for event in (message_event(PRIV_A, created_at=1, kind=1, tags=[["p", "cd" * 32]]),
+                  card_event(PRIV_A, created_at=1)):
+        row = event_row(Folded(event["id"], event, event["id"], None, None), "valid", None,
+                        ingest_id="i", ingest_time=NOW)
+        assert row["recipient"] is None
+
+
+@pytest.mark.parametrize("kind", [4339, 21339])
+def test_decide_takes_both_message_kinds_through_the_message_check(kind: int) -> None:
+    event = message_event(PRIV_A, created_at=1_700_000_000, kind=kind,
+                          tags=[["p", "cd" * 32], ["expiration", "1700000100"]])
+    entry = Folded(event["id"], event, event["id"], None, None)
+    for receipt, verdict in ((1_700_000_050.0, "encrypted"), (1_700_000_101.0, "expired")):
+        found = check_stored_event(event, receipt, Keyring([]))
+        assert decide(entry, receipt, Keyring([])) == (verdict, found.detail, None)
+
+
+@pytest.mark.parametrize("kind", [1, 4338, 21338, 30000])
+def test_decide_names_the_three_snap_kinds(kind: int) -> None:
+    event = message_event(PRIV_A, created_at=1, kind=kind, tags=[["p", "cd" * 32]])
+    verdict, detail, inner = decide(Folded(event["id"], event, event["id"], None, None), 5.0,
+                                    Keyring([]))
+    assert (verdict, inner) == ("malformed", None)
+    assert detail == f"kind {kind} is not a SNAP kind (31337, 4339, 21339)"

@@ -367,7 +367,7 @@ def nostr_lines() -> list[bytes]:
     lines = list(sample.lines)
     for raw in sample.lines:
         event = event_from_line(raw)
-        if event.event is None or event.event.get("kind") != 4339:
+        if event.event is None or event.event.get("kind") not in (4339, 21339):
             continue
         try:
             got = check_stored_event(event.event, float(event.received_at or T0), ring)
@@ -648,7 +648,8 @@ def _clock_lines() -> list[bytes]:
     line = signed_line(base_pairs())
     late = signed_line(with_raw(base_pairs(), "timestamp", str(T0 + 100)))
     return [line, late, *envelopes(line, received=str(T0 + 61)), *envelopes(line, "1.5e9"),
-            *envelopes(late, "1770163200.0078125")]
+            *envelopes(late, "1770163200.0078125"), *envelopes(line, "1770163260.999"),
+            *envelopes(line, "1770163139.5"), *envelopes(late, "1770163139.75")]
 
 
 def test_edge_clock_values() -> None:
@@ -664,6 +665,36 @@ def test_edge_clock_values() -> None:
 def test_negative_zero_clock() -> None:
     """A fixed clock of -0.0 reaches the native core as -0.0 (``received_at`` keeps it)."""
     assert_same(_clock_lines(), clock=ReceiptClock("fixed", -0.0))
+
+
+#: Receipt offsets from the timestamp, and the code both cores give them: the drift check
+#: reads the receipt clock in whole seconds (authentication.md's ``Math.floor``), so late
+#: receipt passes up to 60.999 s and early receipt up to exactly 60 s.
+WHOLE_SECOND_DRIFT = ((60.999, None), (61.0, 2004), (60.5, None), (61.5, 2004),
+                      (60.0, None), (-60.0, None), (-60.001, 2004), (-60.5, 2004),
+                      (-61.0, 2004), (0.25, None))
+
+
+@pytest.mark.parametrize(("offset", "code"), WHOLE_SECOND_DRIFT)
+def test_drift_reads_whole_receipt_seconds_in_both_cores(offset: float, code: int | None
+                                                         ) -> None:
+    """Envelope receipt times and fixed clocks with a fraction: each core gives the code,
+    keeps the fractional ``received_at``, and both write the same reason."""
+    line = signed_line(base_pairs())
+    received = T0 + offset
+    for raws, clock in ((envelopes(line, received=repr(received)), CLOCKS["refuse"]),
+                        ([line], ReceiptClock("fixed", received))):
+        assert_same(raws, clock=clock, corpus="whole-second drift")
+        reference = check_columns_reference(raws, [None] * len(raws), clock, 60.0)
+        with _native_on():
+            native = check_arrow(pa.array(raws, pa.binary()), None, clock, 60.0).to_pydict()
+        for cols in (reference, native):
+            assert cols["pre_code"] == [code] * len(raws)
+            assert cols["auth_code"] == [None] * len(raws)
+            assert cols["received_at"] == [received] * len(raws)
+            if code is not None and received % 1:
+                assert all(f"receipt second {math.floor(received)} " in detail
+                           for detail in cols["pre_detail"])
 
 
 def test_arrow_input_forms() -> None:

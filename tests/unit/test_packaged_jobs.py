@@ -27,8 +27,8 @@ def test_path_prints_a_packaged_file_for_every_job() -> None:
     listed = run("list")
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[0] for line in listed.stdout.splitlines()]
-    assert names == ["audit", "ingest_nostr", "rebuild_tasks", "stream_verify",
-                     "verify_messages"]
+    assert names == ["audit", "ingest_nostr", "rebuild_tasks", "stream_nostr",
+                     "stream_verify", "verify_messages"]
     for name in names:
         done = run("path", name)
         assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections import Counter
 from pathlib import Path
@@ -30,7 +31,10 @@ from snap_spark.protocol.nostr import card_sort_key, check_card_event, check_eve
 from snap_spark.protocol.signing import verify_message
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.nostr import (
+    EPHEMERAL_KIND,
     EVENT_LABELS,
+    MESSAGE_KINDS,
+    STORED_KIND,
     WELL_KNOWN_LABELS,
     NostrSample,
     NostrSampleConfig,
@@ -148,7 +152,7 @@ class ReferenceNostr:
             if card_verdict == "valid":
                 cards.append((index, event))
             return card_verdict, None
-        if event["kind"] != 4339:
+        if event["kind"] not in (4339, 21339):  # stored and ephemeral SNAP messages alike
             return "malformed", None
         expiration = tag_values(event, "expiration")
         if expiration:
@@ -243,7 +247,7 @@ def test_label_counts_cover_the_vocabulary(sample: NostrSample) -> None:
     whys = [lab.why for lab in sample.labels if lab.expected == "superseded"]
     assert any(why.startswith("same created_at") for why in whys)  # the lower-id tie rule
     assert any(why.startswith("an older card") for why in whys)
-    assert sum(1 for lab in sample.labels if lab.kind == 4339
+    assert sum(1 for lab in sample.labels if lab.kind in (4339, 21339)
                and lab.scenario not in ("duplicate", "forged_copy")) == CONFIG.messages
     assert sum(1 for lab in sample.labels if lab.kind == 31337
                and lab.form != "garbage"
@@ -255,7 +259,7 @@ def test_bare_events_and_frames_only_where_no_receipt_time_is_needed(sample: Nos
         if label.form in ("event", "frame"):
             event, received_at = parse_line(raw)
             assert event is not None and received_at is None
-            if label.kind == 4339:
+            if label.kind in (4339, 21339):
                 assert label.expected not in ("valid", "expired", "inner_invalid")
                 if label.expected not in ("bad_event_id", "bad_event_sig"):
                     assert not tag_values(event, "expiration")
@@ -292,6 +296,53 @@ def test_replays_and_late_messages_say_what_they_assume(sample: NostrSample) -> 
             and lab.scenario in ("inner_replay", "late_fetch")}
     assert "2006" in whys[2006] and "accepted" in whys[2006]
     assert "created_at" in whys[2004] and "drift" in whys[2004]
+
+
+def test_ephemeral_events_get_every_message_scenario(sample: NostrSample) -> None:
+    """Kind 21339 (ephemeral) carries a share of the messages, with the variety of 4339."""
+    assert (STORED_KIND, EPHEMERAL_KIND) == MESSAGE_KINDS == (4339, 21339)
+    kinds = Counter(lab.kind for lab in sample.labels
+                    if lab.kind in MESSAGE_KINDS and lab.scenario not in ("duplicate",
+                                                                          "forged_copy"))
+    assert 0.2 * CONFIG.messages < kinds[21339] < 0.5 * CONFIG.messages
+    ephemeral = [lab for lab in sample.labels if lab.kind == 21339]
+    stored = [lab for lab in sample.labels if lab.kind == 4339]
+    assert {lab.expected for lab in ephemeral} == {lab.expected for lab in stored} == {
+        "duplicate_event", "bad_event_id", "bad_event_sig", "expired", "encrypted",
+        "decrypt_failed", "from_mismatch", "recipient_mismatch", "inner_invalid", "valid"}
+    assert {lab.inner_code for lab in ephemeral if lab.inner_code} == {
+        1004, 2001, 2002, 2004, 2006}
+    # every scenario of the messages part, the extra lines' copies included
+    assert {lab.scenario.split("/")[0] for lab in ephemeral} == {
+        lab.scenario.split("/")[0] for lab in stored}
+    # offline retrieval (an event fetched from a relay long after it was sent) is a 4339
+    late = [lab for lab in sample.labels if lab.scenario == "late_fetch"
+            and lab.expected == "valid"]
+    assert late and all(lab.kind == 4339 for lab in late)
+
+
+def test_a_replay_pair_may_mix_the_two_kinds() -> None:
+    """The same inner message in a 21339 and a 4339: a replay pair like any two copies."""
+    pairs = set()
+    for seed in (5, 11):
+        sample = generate_nostr(NostrSampleConfig(cards=10, messages=300, seed=seed))
+        by_line = {lab.line_no: lab for lab in sample.labels}
+        for lab in sample.labels:
+            if lab.scenario == "inner_replay" and lab.inner_code == 2006:
+                first = by_line[int(re.findall(r"line (\d+)", lab.why)[0])]
+                assert first.expected == "valid"
+                pairs.add((first.kind, lab.kind))
+    assert {(4339, 21339), (21339, 4339)} & pairs
+
+
+def test_no_ephemeral_share_makes_only_stored_messages() -> None:
+    sample = generate_nostr(NostrSampleConfig(agents=5, cards=10, messages=40, well_known=8,
+                                              seed=2, ephemeral_share=0.0))
+    assert {lab.kind for lab in sample.labels if lab.kind in MESSAGE_KINDS} == {4339}
+    decided = ReferenceNostr(list(sample.keyring)).decide(list(sample.lines))
+    assert [(lab.expected, lab.inner_code) for lab in sample.labels] == decided
+    with pytest.raises(ValueError, match="ephemeral_share"):
+        NostrSampleConfig(ephemeral_share=1.5)
 
 
 def test_same_seed_same_bytes_and_another_seed_differs() -> None:
@@ -361,7 +412,7 @@ def test_nip44_content_decrypts_with_nostr_sdk_to_the_inner_message(sample: Nost
     keys = {internal_pubkey(k).hex(): k for k in sample.keyring}
     checked = 0
     for label, raw in zip(sample.labels, sample.lines, strict=True):
-        if label.kind != 4339 or label.expected not in ("valid", "inner_invalid"):
+        if label.kind not in (4339, 21339) or label.expected not in ("valid", "inner_invalid"):
             continue
         event, _ = parse_line(raw)
         assert event is not None

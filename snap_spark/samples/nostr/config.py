@@ -12,8 +12,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-#: Storable SNAP message (``discovery.md`` "Nostr Event Types").
-MESSAGE_KIND: Final = 4339
+#: Storable SNAP message (``discovery.md`` "Nostr Event Types"): relays keep it.
+STORED_KIND: Final = 4339
+#: Ephemeral SNAP message (the SDK's default ``send()``): relays forward it to live
+#: subscribers and never store it; an archive holds it only as a subscriber received it.
+EPHEMERAL_KIND: Final = 21339
+#: The kinds of the sample's SNAP message events.
+MESSAGE_KINDS: Final[tuple[int, ...]] = (STORED_KIND, EPHEMERAL_KIND)
 
 #: Every ``expected`` value of an events-file label (docs/architecture.md, *Nostr verdicts*,
 #: plus ``malformed`` for garbage lines and ``duplicate_event`` for a relay's re-delivery).
@@ -50,11 +55,16 @@ class NostrSampleConfig:
             operator's (their keys go to the keyring); three extra "stranger" keys, never in
             the keyring, impersonate and re-wrap.
         cards: kind-31337 events (valid, superseded and broken ones).
-        messages: kind-4339 events.
+        messages: SNAP message events, of kind 4339 or (``ephemeral_share`` of them) 21339.
         well_known: signed well-known card documents.
         seed: seed of every random choice.
-        start_time: unix seconds where the 4339 traffic starts.
+        start_time: unix seconds where the message traffic starts.
         testnet_share: share of agents on testnet.
+        ephemeral_share: the chance that a message event is of the ephemeral kind 21339
+            rather than 4339, drawn for each event of every scenario; the events of each
+            scenario's second run are all 21339 unless it is 0 (then nothing is drawn and
+            every message is a 4339). Offline retrieval is always a 4339: only a stored
+            event can be fetched late.
         duplicate_share, forged_share, garbage_share: extra lines, as shares of
             ``cards + messages``: re-deliveries by a second relay, forged copies of genuine
             event ids, garbage lines.
@@ -70,6 +80,7 @@ class NostrSampleConfig:
     seed: int = 7
     start_time: int = 1_770_163_200
     testnet_share: float = 0.25
+    ephemeral_share: float = 0.3
     duplicate_share: float = 0.04
     forged_share: float = 0.04
     garbage_share: float = 0.08
@@ -83,7 +94,8 @@ class NostrSampleConfig:
         for name in ("cards", "messages", "well_known"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        for name in ("testnet_share", "duplicate_share", "forged_share", "garbage_share"):
+        for name in ("testnet_share", "ephemeral_share", "duplicate_share", "forged_share",
+                     "garbage_share"):
             share = getattr(self, name)
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], got {share}")

@@ -168,7 +168,8 @@ class ExtraLines:
                         "content": "gm"}
             event = sign_event(template, key.private_key, self.bench.aux())
             return (self.envelope(event), event,
-                    f"a correctly signed kind-{kind} event: neither 31337 nor 4339")
+                    f"a correctly signed kind-{kind} event: not a SNAP kind (31337, 4339, "
+                    "21339)")
         event = self.some_event()
         why = break_event(event, name)
         return self.envelope(event), event, why

@@ -1,4 +1,4 @@
-"""The kind-4339 part of a Nostr sample, one scenario at a time.
+"""The SNAP message part of a Nostr sample (kinds 4339 and 21339), one scenario at a time.
 
 :meth:`MessageEvents.scenario` makes the events of one scenario of
 :data:`~snap_spark.samples.nostr.tables.MESSAGE_WEIGHTS` at a given inner timestamp:
@@ -6,14 +6,22 @@ genuine deliveries (live, at the drift boundary, fetched late), events the opera
 read (``encrypted``), expired ones, re-wrapped messages (``from_mismatch``), replays of an
 inner message and forged copies that arrive first. The events that fail one check on
 purpose are made by :mod:`~snap_spark.samples.nostr.message_faults`.
+
+Every event's kind is drawn (:meth:`~snap_spark.samples.nostr.wrapping.Wrapper.message_kind`),
+except in the second run of each scenario, whose events are all 21339 (when the config's
+``ephemeral_share`` is not 0), so the ephemeral kind gets every scenario a sample repeats: a
+21339 gets the same scenarios and labels as a 4339, except that only a stored 4339 is
+fetched late.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
 
+from snap_spark.samples.nostr.config import EPHEMERAL_KIND, STORED_KIND
 from snap_spark.samples.nostr.items import Item, Key
 from snap_spark.samples.nostr.message_faults import MessageFaults
 from snap_spark.samples.nostr.workbench import Workbench
@@ -23,7 +31,7 @@ __all__ = ["MessageEvents"]
 
 
 class MessageEvents:
-    """Makes the kind-4339 events of a sample, scenario by scenario."""
+    """Makes the SNAP message events of a sample, scenario by scenario."""
 
     def __init__(self, bench: Workbench) -> None:
         self.bench = bench
@@ -31,10 +39,11 @@ class MessageEvents:
         self.wrapper = Wrapper(bench)
         self.faults = MessageFaults(bench, self.wrapper)
         self.delivered: list[tuple[Item, dict[str, Any], Key, Key]] = []
+        self.runs: Counter[str] = Counter()
 
     def deliver(self, ts: int, scenario: str, *, msg_type: str = "request",
                 signed: bool = True, why: str = "") -> Item:
-        """A genuine, valid 4339 event from an agent to a keyring recipient."""
+        """A genuine, valid message event from an agent to a keyring recipient."""
         sender, recipient = self.bench.keyring_pair()
         inner = self.wrapper.inner(sender, recipient.address, ts, msg_type=msg_type,
                                    signed=signed)
@@ -51,7 +60,17 @@ class MessageEvents:
         return item
 
     def scenario(self, name: str, ts: int) -> None:
-        """Make the events of scenario ``name`` around inner timestamp ``ts``."""
+        """Make the events of scenario ``name`` around inner timestamp ``ts`` (all of kind
+        21339 in the scenario's second run, see the module docstring)."""
+        self.runs[name] += 1
+        ephemeral = self.runs[name] == 2 and self.bench.config.ephemeral_share > 0
+        self.wrapper.forced_kind = EPHEMERAL_KIND if ephemeral else None
+        try:
+            self._scenario(name, ts)
+        finally:
+            self.wrapper.forced_kind = None
+
+    def _scenario(self, name: str, ts: int) -> None:
         rng = self.rng
         if name == "delivered":
             self.deliver(ts, name, msg_type=rng.choice(("request", "response")))
@@ -107,7 +126,8 @@ class MessageEvents:
             sender, recipient = self.bench.keyring_pair()
             inner = self.wrapper.inner(sender, recipient.address, ts)
             late = rng.randint(61, 7200)
-            event = self.wrapper.seal(sender, recipient, inner, ts)
+            # offline retrieval: only a stored event (4339) can be fetched from a relay late
+            event = self.wrapper.seal(sender, recipient, inner, ts, kind=STORED_KIND)
             if self.bench.config.stored_clock == "event" and self.bench.variant(name, 2) == 1:
                 # wrapped late by its sender: created_at is the receipt time, so 2004
                 event = self.wrapper.seal(sender, recipient, inner, ts + late)

@@ -1,4 +1,5 @@
-"""Kind-4339 events built to fail one check each, and the verdict each must get.
+"""SNAP message events (kinds 4339 and 21339) built to fail one check each, and the verdict
+each must get.
 
 NIP-44 payloads no key decrypts as they should (``decrypt_failed``), inner messages
 addressed to someone else than the ``p`` tag (``recipient_mismatch``), inner messages with
@@ -29,7 +30,7 @@ __all__ = ["MessageFaults"]
 
 
 class MessageFaults:
-    """Makes the kind-4339 events that fail a check on purpose."""
+    """Makes the message events that fail a check on purpose."""
 
     def __init__(self, bench: Workbench, wrapper: Wrapper) -> None:
         self.bench = bench

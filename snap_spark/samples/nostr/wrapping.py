@@ -1,8 +1,10 @@
-"""Kind-4339 events: a SNAP message, NIP-44 encrypted, wrapped in a signed Nostr event.
+"""SNAP message events: a SNAP message, NIP-44 encrypted, wrapped in a signed Nostr event.
 
 :class:`Wrapper` makes the inner SNAP messages and the events around them for the message
 scenarios of :mod:`~snap_spark.samples.nostr.message_events` and
-:mod:`~snap_spark.samples.nostr.message_faults`.
+:mod:`~snap_spark.samples.nostr.message_faults`. Each event is of kind 4339 (stored by
+relays) or, for :attr:`~snap_spark.samples.nostr.config.NostrSampleConfig.ephemeral_share`
+of them, 21339 (ephemeral): the checks and the labels are the same for both.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import orjson
 
 from snap_spark.protocol.nostr import sign_event
 from snap_spark.protocol.signing import sign_message
-from snap_spark.samples.nostr.config import MESSAGE_KIND
+from snap_spark.samples.nostr.config import EPHEMERAL_KIND, STORED_KIND
 from snap_spark.samples.nostr.items import Item, Key
 from snap_spark.samples.nostr.nip44 import nip44_encrypt
 from snap_spark.samples.nostr.tables import STATES, TEXTS
@@ -23,11 +25,13 @@ __all__ = ["Wrapper"]
 
 
 class Wrapper:
-    """Inner SNAP messages and the kind-4339 events that carry them."""
+    """Inner SNAP messages and the kind-4339 and kind-21339 events that carry them."""
 
     def __init__(self, bench: Workbench) -> None:
         self.bench = bench
         self.rng = bench.rng
+        #: the kind of every event wrapped while it is set (no draw), unless one is given
+        self.forced_kind: int | None = None
 
     def inner(self, sender: Key, to: str, ts: int, *, msg_type: str = "request",
               signed: bool = True) -> dict[str, Any]:
@@ -60,13 +64,25 @@ class Wrapper:
         }
         return sign_message(message, sender.private_key, self.bench.aux()) if signed else message
 
+    def message_kind(self) -> int:
+        """The kind of the next message event: :attr:`forced_kind` when set, else 21339 with
+        the config's ``ephemeral_share`` (nothing is drawn when it is 0), else 4339."""
+        if self.forced_kind is not None:
+            return self.forced_kind
+        share = self.bench.config.ephemeral_share
+        if share > 0 and self.rng.random() < share:
+            return EPHEMERAL_KIND
+        return STORED_KIND
+
     def wrap(self, wrapper: Key, recipient_pubkey: str, content: str, created_at: int,
-             expiration: int | None = None) -> dict[str, Any]:
-        """A kind-4339 event of ``content`` for ``recipient_pubkey``, signed by ``wrapper``."""
+             expiration: int | None = None, kind: int | None = None) -> dict[str, Any]:
+        """A message event of ``content`` for ``recipient_pubkey``, signed by ``wrapper``, of
+        ``kind`` (drawn by :meth:`message_kind` when ``None``)."""
         tags = [["p", recipient_pubkey]]
         if expiration is not None:
             tags.append(["expiration", str(expiration)])
-        template = {"created_at": created_at, "kind": MESSAGE_KIND, "tags": tags,
+        template = {"created_at": created_at,
+                    "kind": self.message_kind() if kind is None else kind, "tags": tags,
                     "content": content}
         return sign_event(template, wrapper.private_key, self.bench.aux())
 
@@ -78,10 +94,10 @@ class Wrapper:
         )
 
     def seal(self, sender: Key, recipient: Key, inner: dict[str, Any], created_at: int,
-             expiration: int | None = None) -> dict[str, Any]:
+             expiration: int | None = None, kind: int | None = None) -> dict[str, Any]:
         """``inner`` encrypted by ``sender`` for ``recipient`` and wrapped by ``sender``."""
         content = self.encrypt(sender, recipient.pubkey, inner)
-        return self.wrap(sender, recipient.pubkey, content, created_at, expiration)
+        return self.wrap(sender, recipient.pubkey, content, created_at, expiration, kind)
 
     def live(self, ts: int) -> tuple[int, int]:
         """``(created_at, received_at)`` of a message sent at ``ts`` and received live."""

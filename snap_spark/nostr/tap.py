@@ -1,0 +1,330 @@
+"""The tap of a live relay stream: relay subscriptions written, delivery by delivery, to a spool.
+
+:class:`RelayTap` holds one connection per relay (nostr-sdk) on a thread of its own and
+appends every event a relay delivers to a :class:`~snap_spark.nostr.spool.SpoolWriter` the
+moment it arrives, as an archive envelope ``{"received_at", "relay", "event"}``. The
+streaming query reads the spool by position (:mod:`snap_spark.nostr.live`), so nothing a
+relay sent while the tap was connected is lost when the query, or the whole process, stops.
+
+Per relay:
+
+- **live subscriptions** (``limit 0``: no stored events, only what is published from now
+  on): agent cards (kind 31337), and SNAP messages (kinds 4339 and 21339) to the keyring's
+  recipients (``#p``), or to anyone when no recipients are given;
+- **the backlog of stored kinds** (31337 and 4339) since the relay's resume point minus
+  ``overlap`` seconds, page by page with ``until`` (a relay answers one request with at
+  most its limit, 500 on nostr-sdk's relay), opened *after* the live subscriptions, so an
+  event published in between comes at least once. Ephemeral events (21339) are stored by
+  no relay: only the live subscription sees them;
+- **a relay that fails** (cannot connect, drops the connection, closes a live
+  subscription) is reported and tried again after 1, 2, 4 ... seconds (at most
+  ``max_backoff``); each new connection takes the backlog again from the newest stored
+  event this tap spooled from that relay, minus ``overlap``.
+
+The same event from several relays, or twice from one, is spooled as often as it came:
+the ingest folds copies by event id (``nostr_events.relays`` names every relay).
+
+Examples:
+    >>> import tempfile
+    >>> from snap_spark.nostr.spool import SpoolWriter
+    >>> with SpoolWriter(tempfile.mkdtemp()) as spool:
+    ...     tap = RelayTap(["ws://127.0.0.1:9"], spool, max_backoff=1)
+    ...     tap.start(); _ = tap.wait_connected(0.5); tap.stop()
+    >>> status = tap.status()[0]
+    >>> status["relay"], status["connected"], status["error"].startswith("cannot connect")
+    ('ws://127.0.0.1:9', False, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from snap_spark.nostr._sdk import reason_of
+from snap_spark.protocol.nostr import CARD_KIND
+
+if TYPE_CHECKING:
+    from nostr_sdk import Filter
+
+    from snap_spark.nostr.client import RelayConnection
+    from snap_spark.nostr.spool import SpoolWriter
+
+#: Stored SNAP messages and ephemeral ones (``docs/discovery.md``).
+STORED_MESSAGE_KIND: Final = 4339
+EPHEMERAL_MESSAGE_KIND: Final = 21339
+#: Seconds allowed to connect to a relay, per try.
+CONNECT_SECONDS: Final = 10.0
+
+
+@dataclass
+class _RelayStatus:
+    url: str
+    connected: bool = False
+    connects: int = 0
+    losses: int = 0
+    deliveries: int = 0
+    backlog_done: bool = False
+    error: str | None = None
+    #: newest ``created_at`` (not in the future) of a stored-kind event spooled from it
+    newest_stored: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"relay": self.url, "connected": self.connected, "connects": self.connects,
+                "losses": self.losses, "deliveries": self.deliveries,
+                "backlog_done": self.backlog_done, "error": self.error,
+                "newest_stored": self.newest_stored}
+
+
+def envelope_line(event_json: str, relay: str, received_at: float) -> bytes:
+    """The spool line of one delivery: an archive envelope holding the event as sent on.
+
+    Examples:
+        >>> envelope_line('{"id":"ab"}', "ws://r", 1.5)
+        b'{"received_at":1.5,"relay":"ws://r","event":{"id":"ab"}}'
+    """
+    return (b'{"received_at":' + orjson.dumps(received_at) + b',"relay":'
+            + orjson.dumps(relay) + b',"event":' + event_json.encode("utf-8") + b"}")
+
+
+class RelayTap:
+    """Subscriptions to ``relays`` written to ``spool`` (see the module docstring).
+
+    Args:
+        relays: relay URLs; each distinct one is followed on its own connection.
+        spool: the spool's writer (the tap never closes it).
+        recipients: hex public keys whose SNAP messages to take (``#p``); ``None`` takes
+            every SNAP message the relay forwards.
+        since: per relay, where its stored backlog starts (unix seconds) before
+            ``overlap`` is taken off; a relay missing here is read from its beginning.
+        overlap: seconds taken off every resume point (relays keep events published late
+            with an older ``created_at``).
+        max_backoff: longest wait between two tries of a failing relay.
+        on_change: called (from the tap's thread) with a relay's :meth:`status` and
+            ``change``: ``connected``, ``backlog`` (its stored backlog is read), ``lost``
+            (the connection failed), ``closed`` (the tap stopped) or ``failed`` (a try to
+            connect failed).
+    """
+
+    def __init__(self, relays: Sequence[str], spool: SpoolWriter, *,
+                 recipients: Sequence[str] | None = None,
+                 since: Mapping[str, int] | None = None, overlap: int = 600,
+                 max_backoff: float = 30.0,
+                 on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.relays = list(dict.fromkeys(relays))
+        self.spool = spool
+        self.recipients = None if recipients is None else sorted(set(recipients))
+        self.since = dict(since or {})
+        self.overlap = overlap
+        self.max_backoff = max_backoff
+        self.on_change = on_change
+        self._status = {url: _RelayStatus(url) for url in self.relays}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._connected = threading.Condition()
+
+    # -- control ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect to every relay, on a thread of the tap's own."""
+        if self._thread is not None:
+            raise RuntimeError("the tap is started already")
+        self._thread = threading.Thread(target=self._run, name="snap-spark-nostr-tap",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Close every connection and end the thread (what was spooled stays spooled)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until every relay is connected and its backlog read (``True``), or
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._connected:
+            while not all(s.connected and s.backlog_done for s in self._status.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._connected.wait(left)
+        return True
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per relay: connected now, connections made and lost, deliveries spooled, its
+        last error, and the newest stored-kind ``created_at`` spooled from it."""
+        return [self._status[url].as_dict() for url in self.relays]
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        await asyncio.gather(*(self._follow(url) for url in self.relays))
+
+    def _changed(self, status: _RelayStatus, change: str) -> None:
+        with self._connected:
+            self._connected.notify_all()
+        if self.on_change is not None:
+            with contextlib.suppress(Exception):
+                self.on_change({**status.as_dict(), "change": change})
+
+    async def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0.0)))
+
+    async def _follow(self, url: str) -> None:
+        from snap_spark.nostr.client import RelayConnection, RelayProblem
+
+        status = self._status[url]
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                connection = await RelayConnection.open(url, time.monotonic() + CONNECT_SECONDS)
+            except RelayProblem as exc:
+                status.error = str(exc)
+                self._changed(status, "failed")
+                await self._sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+                continue
+            except Exception as exc:  # a nostr-sdk failure this module did not foresee
+                status.error = f"{type(exc).__name__}: {reason_of(exc)}"
+                self._changed(status, "failed")
+                await self._sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+                continue
+            status.connected, status.backlog_done = True, False
+            status.connects += 1
+            status.error = None
+            self._changed(status, "connected")
+            try:
+                await self._session(connection, status)
+                delay = 1.0
+            except RelayProblem as exc:
+                status.losses += 1
+                status.error = str(exc)
+            except Exception as exc:  # a nostr-sdk failure this module did not foresee
+                status.losses += 1
+                status.error = f"{type(exc).__name__}: {reason_of(exc)}"
+            finally:
+                status.connected = False
+                await connection.close()
+            self._changed(status, "lost" if status.error else "closed")
+            if not self._stop.is_set():
+                await self._sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+
+    def _message_filter(self, kinds: Sequence[int]) -> Filter:
+        from nostr_sdk import Filter, Kind, PublicKey
+
+        request = Filter().kinds([Kind(k) for k in kinds])  # type: ignore[no-untyped-call]
+        if self.recipients is not None:
+            request = request.pubkeys([PublicKey.parse(k) for k in self.recipients])
+        return request
+
+    def _backlog_filters(self, start: int | None, until: int | None) -> list[Filter]:
+        from nostr_sdk import Filter, Kind, Timestamp
+
+        cards = Filter().kinds([Kind(CARD_KIND)])  # type: ignore[no-untyped-call]
+        stored = self._message_filter([STORED_MESSAGE_KIND])
+        out = []
+        for request in (cards, stored):
+            if start is not None:
+                request = request.since(Timestamp.from_secs(start))
+            if until is not None:
+                request = request.until(Timestamp.from_secs(until))
+            out.append(request)
+        return out
+
+    async def _session(self, connection: RelayConnection, status: _RelayStatus) -> None:
+        """One connection's life: live subscriptions, the backlog page by page, then
+        deliveries until the tap stops or the relay fails."""
+        from nostr_sdk import Filter, Kind, RelayMessageEnum
+
+        from snap_spark.nostr.client import RelayProblem
+
+        live_cards = Filter().kinds([Kind(CARD_KIND)]).limit(0)  # type: ignore[no-untyped-call]
+        live_messages = self._message_filter([STORED_MESSAGE_KIND,
+                                              EPHEMERAL_MESSAGE_KIND]).limit(0)
+        live = {await connection.relay.subscribe(f) for f in (live_cards, live_messages)}
+        newest = status.newest_stored
+        resume = self.since.get(status.url) if newest is None else newest
+        start = None if resume is None else max(0, resume - self.overlap)
+        # backlog chains: subscription id -> [until of this page, oldest seen, new in page]
+        pages: dict[str, list[Any]] = {}
+        for request in self._backlog_filters(start, None):
+            pages[await connection.relay.subscribe(request)] = [request, None, 0, set()]
+        seen_backlog: set[str] = set()
+        while not self._stop.is_set():
+            message = await connection.next_message(time.monotonic() + 1.0)
+            if message is None:
+                continue
+            if isinstance(message, RelayMessageEnum.EVENT_MSG):
+                sub = message.subscription_id
+                if sub not in live and sub not in pages:
+                    continue
+                event = message.event
+                self._spool(event, status)
+                if sub in pages:
+                    key = event.id().to_hex()
+                    page = pages[sub]
+                    created = event.created_at().as_secs()
+                    page[1] = created if page[1] is None else min(page[1], created)
+                    if key not in seen_backlog:
+                        seen_backlog.add(key)
+                        page[2] += 1
+            elif isinstance(message, RelayMessageEnum.END_OF_STORED_EVENTS):
+                sub = message.subscription_id
+                if sub in pages:
+                    await self._next_page(connection, pages, sub, start)
+                    if not pages and not status.backlog_done:
+                        status.backlog_done = True
+                        self._changed(status, "backlog")
+            elif isinstance(message, RelayMessageEnum.CLOSED):
+                if message.subscription_id in live:
+                    raise RelayProblem(f"relay closed the live subscription: "
+                                        f"{message.message}")
+                if message.subscription_id in pages:
+                    from snap_spark.runner import log
+
+                    log(f"tap: relay {status.url} closed a backlog request: "
+                        f"{message.message}")
+                    del pages[message.subscription_id]
+            elif isinstance(message, RelayMessageEnum.NOTICE):
+                from snap_spark.runner import log
+
+                log(f"tap: relay {status.url} notice: {str(message.message)[:200]}")
+
+    async def _next_page(self, connection: RelayConnection, pages: dict[str, list[Any]],
+                         sub: str, start: int | None) -> None:
+        """After a backlog page's end: ask for the page before it when this one brought
+        new events, else close the chain."""
+        from nostr_sdk import Timestamp
+
+        request, oldest, new, _ = pages.pop(sub)
+        with contextlib.suppress(Exception):
+            await connection.relay.unsubscribe(sub)
+        if new == 0 or oldest is None:
+            return
+        following = request.until(Timestamp.from_secs(oldest))
+        pages[await connection.relay.subscribe(following)] = [following, None, 0, set()]
+
+    def _spool(self, event: Any, status: _RelayStatus) -> None:
+        received_at = time.time()
+        self.spool.append([envelope_line(event.as_json(), status.url, received_at)])
+        status.deliveries += 1
+        kind = event.kind().as_u16()
+        if kind in (CARD_KIND, STORED_MESSAGE_KIND):
+            created = event.created_at().as_secs()
+            if created <= received_at and (status.newest_stored is None
+                                           or created > status.newest_stored):
+                status.newest_stored = created
