@@ -208,7 +208,7 @@ class LiveCommitter:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from snap_spark.nostr.ingest import CHECKED, land_copies
-        from snap_spark.stream.job import query_id
+        from snap_spark.pipeline.queries import query_id
 
         started = time.monotonic()
         if self.query_id is None:
@@ -286,16 +286,12 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     and stops."""
     from snap_spark.lake import get_lake
     from snap_spark.nostr.ingest import NOSTR_TABLES, resume_points
-    from snap_spark.nostr.spool import SpoolWriter
+    from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
     from snap_spark.nostr.tap import RelayTap
-    from snap_spark.pipeline.job import decided_settings
+    from snap_spark.pipeline.queries import configure_checkpoint_files, stream_settings
     from snap_spark.pipeline.runs import clean_leftovers
-    from snap_spark.stream.job import configure_checkpoint_files
 
-    settings = decided_settings(plan.settings, spark)
-    if settings.bare_clock == "now":
-        raise UsageError("--bare-clock now would give a re-run micro-batch other receipt "
-                         "times: use message or a fixed time for a stream")
+    settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
     lake = get_lake(spark)
     # what a killed run left uncommitted in the Nostr tables (the messages landing sweeps
@@ -318,7 +314,11 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
 
     previous = {sig: signal.signal(sig, asked_to_stop) for sig in (signal.SIGTERM,
                                                                    signal.SIGINT)}
-    spool = SpoolWriter(plan.spool)
+    try:
+        spool = SpoolWriter(plan.spool)
+    except SpoolBusy as exc:
+        raise UsageError(f"{exc}: one stream per spool (another stream_nostr on this "
+                         "checkpoint?)") from None
     tap: RelayTap | None = None
     try:
         recipients = None if plan.all_messages else plan.keyring.recipients()
@@ -421,7 +421,7 @@ class StreamNostr(Job):
 
     def check(self, context: Context) -> None:
         from snap_spark.extras import require
-        from snap_spark.stream.job import parse_trigger
+        from snap_spark.pipeline.queries import parse_trigger
 
         args = context.args
         require("nostr")
@@ -439,7 +439,7 @@ class StreamNostr(Job):
 
     def run(self, spark: SparkSession, context: Context) -> LiveResult:
         from snap_spark.nostr.stored import Keyring, KeyringError
-        from snap_spark.stream.job import parse_trigger
+        from snap_spark.pipeline.queries import parse_trigger
 
         args = context.args
         try:

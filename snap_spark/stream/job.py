@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import re
 import threading
 import time
 import uuid
@@ -48,6 +47,12 @@ import pyarrow as pa
 
 from snap_spark import __version__, storage
 from snap_spark.pipeline.commit import JobResult
+from snap_spark.pipeline.queries import (
+    configure_checkpoint_files,
+    parse_trigger,
+    query_id,
+    stream_settings,
+)
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -75,13 +80,6 @@ INEXACT_KEYS = pa.schema([("sender", pa.string()), ("msg_id", pa.string())])
 #: state alone (later ones are decided against the lake, never dropped).
 DEFAULT_LATENESS = 600.0
 _INPUT_SUFFIXES = ("jsonl", "ndjson", "json")
-#: Spark setting: the class that writes a query's checkpoint files (offsets, commits, the
-#: state's schema and changelogs), and the one that writes them through Hadoop's
-#: ``FileSystem`` API (Spark's default goes through ``FileContext``).
-CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
-FILE_SYSTEM_CHECKPOINTS = (
-    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
-_TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)(ms|s|m)?)$")
 
 
 @dataclass
@@ -99,28 +97,6 @@ class StreamResult(JobResult):
     files_grown: int = 0
     files_changed: int = 0
     files_vanished: int = 0
-
-
-def parse_trigger(text: str) -> dict[str, Any]:
-    """``DataStreamWriter.trigger`` arguments for ``--trigger``.
-
-    Examples:
-        >>> parse_trigger("available-now")
-        {'availableNow': True}
-        >>> parse_trigger("processing-time=10s")
-        {'processingTime': '10 seconds'}
-        >>> parse_trigger("processing-time=500ms")
-        {'processingTime': '500 milliseconds'}
-    """
-    match = _TRIGGER.match(text.strip())
-    if not match:
-        raise UsageError(f"--trigger must be available-now or processing-time=<n>[ms|s|m], "
-                         f"got {text!r}")
-    if match.group(1) == "available-now":
-        return {"availableNow": True}
-    unit = {"ms": "milliseconds", "s": "seconds", "m": "minutes", None: "seconds"}[
-        match.group(3)]
-    return {"processingTime": f"{match.group(2)} {unit}"}
 
 
 # -- landing (executors) ------------------------------------------------------------------------
@@ -449,24 +425,6 @@ class StreamVerify(Job):
                 f"{landing}")
 
 
-def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
-    """For a checkpoint on the local file system, have Spark write its files through
-    Hadoop's ``FileSystem`` API (:data:`FILE_SYSTEM_CHECKPOINTS`), unless the session
-    already names a class. Through Spark's default (``FileContext``), each atomic write of
-    a small checkpoint file took about 25 ms here against 2 ms, and a query's start and
-    its first micro-batch write about eight. On the local file system both write a
-    temporary file and rename it after checking that the destination is absent, so
-    neither is more atomic than the other. Other checkpoints keep Spark's choice.
-
-    Example::
-
-        configure_checkpoint_files(spark, "/var/lib/snap/ckpt")
-        assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == FILE_SYSTEM_CHECKPOINTS
-    """
-    if storage.is_local(checkpoint) and spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is None:
-        spark.conf.set(CHECKPOINT_MANAGER_CONF, FILE_SYSTEM_CHECKPOINTS)
-
-
 def same_worker_environment(spark: SparkSession) -> None:
     """Give the replay state's Python workers the environment Spark gives the landing's,
     so that one Python worker daemon serves both. Spark keys its daemons by interpreter
@@ -494,7 +452,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
     from snap_spark.lake import get_lake, table_uri
-    from snap_spark.pipeline.job import LANDED_TABLES, decided_settings, prepare_landing
+    from snap_spark.pipeline.job import LANDED_TABLES, prepare_landing
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
     from snap_spark.pipeline.tasks import TasksFollower
@@ -506,10 +464,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
         state_buckets,
     )
 
-    settings = decided_settings(plan.settings, spark)
-    if settings.bare_clock == "now":
-        raise UsageError("--bare-clock now would give a replayed micro-batch other receipt "
-                         "times: use message or a fixed time for a stream")
+    settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
     lake = get_lake(spark)
     prepare_landing(plan.lake_dir)
@@ -738,21 +693,6 @@ def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[st
     result.files_vanished += len(vanished)
     if changes.result is not None:
         result.add(changes.result)
-
-
-def query_id(checkpoint: str) -> str:
-    """The id of the query of ``checkpoint`` (Spark writes it to ``<checkpoint>/metadata``
-    when the query first starts, and keeps it across restarts).
-
-    Raises:
-        RuntimeError: the checkpoint has no metadata yet (the query has not started).
-    """
-    location = storage.join(checkpoint, "metadata")
-    try:
-        with storage.open_input(location) as handle:
-            return str(json.loads(handle.read().decode("utf-8").splitlines()[0])["id"])
-    except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise RuntimeError(f"no query id in {location}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote
 
 import pytest
@@ -77,8 +77,12 @@ class LiveJob:
     """``jobs/stream_nostr.py`` in its own process group; its stderr is collected by a
     thread (so the pipe never fills) and can be waited on."""
 
+    #: every job started, so that a failing test leaves none running (:func:`no_job_left`)
+    started: ClassVar[list[LiveJob]] = []
+
     def __init__(self, args: list[str], *, hold_at: str | None = None) -> None:
         self.proc = start_job("stream_nostr.py", args, hold_at=hold_at)
+        LiveJob.started.append(self)
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -123,11 +127,23 @@ class LiveJob:
         self._reader.join(10)
 
 
+@pytest.fixture(autouse=True)
+def no_job_left() -> Iterator[None]:
+    """Kill whatever stream a test left running (a failed assertion before its stop)."""
+    yield
+    while LiveJob.started:
+        job = LiveJob.started.pop()
+        if job.proc.poll() is None:
+            job.kill()
+
+
 def job_args(lake: Path, checkpoint: Path, relays: list[RelayProcess],
              paths: dict[str, str], *more: str) -> list[str]:
     out = ["--lake", str(lake), "--checkpoint", str(checkpoint), "--keyring",
            paths["keyring"], "--trigger", "processing-time=500ms", "--progress-json",
-           str(checkpoint.parent / "progress.jsonl"), *more]
+           str(checkpoint.parent / "progress.jsonl"),
+           "--duration", "600",  # a stream that outlives its test stops by itself
+           *more]
     for relay in relays:
         out += ["--relay", relay.url]
     return out

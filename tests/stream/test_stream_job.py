@@ -14,19 +14,17 @@ from typing import Any
 import pytest
 
 from snap_spark.pipeline import commit, tasks
+from snap_spark.pipeline.queries import (
+    CHECKPOINT_MANAGER_CONF,
+    FILE_SYSTEM_CHECKPOINTS,
+    configure_checkpoint_files,
+)
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import (
-    CHECKPOINT_MANAGER_CONF,
-    FILE_SYSTEM_CHECKPOINTS,
-    StreamPlan,
-    configure_checkpoint_files,
-    kafka_source_file,
-    run_stream,
-)
+from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
 from tests.integration.test_task_refresh import check_expectation
 from tests.lake.helpers import delta_rows
 
