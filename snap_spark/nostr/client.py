@@ -481,7 +481,13 @@ def _claimed_id(text: str) -> str | None:
     return claimed if isinstance(claimed, str) and _HEX64.fullmatch(claimed) else None
 
 
-async def _publish_one(connection: RelayConnection, text: str, timeout: float) -> PublishOutcome:
+async def publish_one(connection: RelayConnection, text: str, timeout: float) -> PublishOutcome:
+    """Send one event text on an open connection and wait up to ``timeout`` seconds for the
+    relay's ``OK`` (what :func:`publish_events` does for each event).
+
+    Raises:
+        RelayProblem: the connection is gone.
+    """
     from nostr_sdk import ClientMessage, Event, RelayMessageEnum
 
     try:
@@ -520,7 +526,7 @@ async def publish_events_async(
                 outcome = PublishOutcome(_claimed_id(text), False, NOT_SENT + lost)
             else:
                 try:
-                    outcome = await _publish_one(connection, text, timeout)
+                    outcome = await publish_one(connection, text, timeout)
                 except RelayProblem as exc:
                     lost = str(exc)
                     outcome = PublishOutcome(_claimed_id(text), False, NOT_CONFIRMED + lost)

@@ -217,9 +217,11 @@ class LiveCommitter:
                                 from_arrow_schema(CHECKED)).toArrow().to_pylist()
         if not rows:
             return
+        checked = time.monotonic()
+        ingest_id = batch_ingest_id(self.query_id, batch_id)
         done = land_copies(self.spark, self.plan.lake_dir, rows, keyring=self.plan.keyring,
                            settings=self.settings, stored_clock=self.plan.stored_clock,
-                           ingest_id=batch_ingest_id(self.query_id, batch_id))
+                           ingest_id=ingest_id)
         committed = time.time()
         waits = [committed - r["received_at"] for r in rows if r["received_at"] is not None]
         result = self.result
@@ -233,13 +235,15 @@ class LiveCommitter:
         by_relay = Counter(r["relay"] or "-" for r in rows)
         connected = [s["relay"] for s in relays if s["connected"]]
         fields: dict[str, Any] = {
-            "batch": batch_id, "copies": done.copies, "by_relay": dict(sorted(by_relay.items())),
+            "batch": batch_id, "ingest_id": ingest_id, "committed_at": round(committed, 3),
+            "copies": done.copies, "by_relay": dict(sorted(by_relay.items())),
             "new_events": done.new_events,
             "kind_verdicts": dict(sorted(done.kind_verdicts.items())),
             "messages_landed": done.messages_landed, "agent_cards_rows": done.cards,
             "relays_connected": connected,
             "relays_lost": [s["relay"] for s in relays if not s["connected"]],
             "seconds": round(time.monotonic() - started, 3),
+            "check_seconds": round(checked - started, 3),
             "receipt_to_commit_p50": round(_percentile(waits, 0.5), 3),
             "receipt_to_commit_max": round(max(waits, default=0.0), 3),
         }
