@@ -477,8 +477,10 @@ class StreamNostr(Job):
                  f"{result.messages_landed}   ({result.seconds:.1f}s)",
                  f"new events by kind:verdict: {verdicts or '-'}"]
         lines += [f"relay {r['relay']}: {r['deliveries']} deliveries, {r['connects']} "
-                  f"connection(s), {r['losses']} lost" + (f", last error: {r['error']}"
-                                                          if r["error"] else "")
+                  f"connection(s), {r['losses']} lost"
+                  + "".join(f", {what} x{n}" for what, n in sorted(
+                      (r.get("complaints") or {}).items()))
+                  + (f", last error: {r['error']}" if r["error"] else "")
                   for r in result.relays]
         return "\n".join(lines)
 

@@ -24,6 +24,15 @@ Per relay:
 The same event from several relays, or twice from one, is spooled as often as it came:
 the ingest folds copies by event id (``nostr_events.relays`` names every relay).
 
+A hostile relay costs neither a crash nor a good event (``docs/nostr.md``, *Following
+relays live*, says what nostr-sdk drops before the tap sees it): every event delivered on
+one of the tap's subscriptions is spooled as sent (a kind nobody asked for, a forged copy,
+a duplicate: the ingest gives each its verdict); ``NOTICE``, ``AUTH`` (the tap does not
+authenticate) and ``CLOSED`` of a backlog request are logged once per connection, their
+repeats counted in one line when it ends; a relay that never answers the handshake
+(``connect_seconds``) or says nothing at all after the subscriptions (``answer_seconds``)
+is left and tried again with backoff, and :meth:`RelayTap.stop` never waits for one.
+
 Examples:
     >>> import tempfile
     >>> from snap_spark.nostr.spool import SpoolWriter
@@ -42,7 +51,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -59,8 +68,41 @@ if TYPE_CHECKING:
 #: Stored SNAP messages and ephemeral ones (``docs/discovery.md``).
 STORED_MESSAGE_KIND: Final = 4339
 EPHEMERAL_MESSAGE_KIND: Final = 21339
+#: A connection that lasted this long (seconds) ends a streak of failures: the next try
+#: after it fails waits the shortest backoff again.
+HEALTHY_SECONDS: Final = 60.0
 #: Seconds allowed to connect to a relay, per try.
 CONNECT_SECONDS: Final = 10.0
+#: Seconds a relay may take, after the subscriptions are sent, to say anything at all (an
+#: event, an ``EOSE``, a ``NOTICE`` ...); one that stays silent is left and tried again.
+ANSWER_SECONDS: Final = 10.0
+
+
+class _Complaints:
+    """What one connection's relay did wrong, each kind logged the first time only and
+    counted; :meth:`summary` logs the counts of the repeats when the connection ends, so a
+    relay repeating itself costs at most two log lines per kind and connection."""
+
+    def __init__(self, url: str, totals: dict[str, int]) -> None:
+        self.url = url
+        self.totals = totals
+        self.counts: dict[str, int] = {}
+
+    def note(self, kind: str, text: str) -> None:
+        from snap_spark.runner import log
+
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.totals[kind] = self.totals.get(kind, 0) + 1
+        if self.counts[kind] == 1:
+            log(f"tap: relay {self.url}: {text} (repeats are counted, not logged)")
+
+    def summary(self) -> None:
+        from snap_spark.runner import log
+
+        repeats = {kind: n - 1 for kind, n in self.counts.items() if n > 1}
+        if repeats:
+            counted = ", ".join(f"{kind} x{n}" for kind, n in sorted(repeats.items()))
+            log(f"tap: relay {self.url}: repeated on this connection: {counted}")
 
 
 @dataclass
@@ -74,12 +116,26 @@ class _RelayStatus:
     error: str | None = None
     #: newest ``created_at`` (not in the future) of a stored-kind event spooled from it
     newest_stored: int | None = None
+    #: what the relay did wrong, by kind (``notice``, ``auth``, ``closed_backlog``,
+    #: ``silent``), over every connection
+    complaints: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"relay": self.url, "connected": self.connected, "connects": self.connects,
                 "losses": self.losses, "deliveries": self.deliveries,
                 "backlog_done": self.backlog_done, "error": self.error,
-                "newest_stored": self.newest_stored}
+                "newest_stored": self.newest_stored, "complaints": dict(self.complaints)}
+
+
+def _shown(text: object, size: int = 200) -> str:
+    """A relay's text for a log line: one line, at most ``size`` characters.
+
+    Examples:
+        >>> _shown("two\\nlines"), _shown("x" * 300)[-4:]
+        ('two lines', 'x...')
+    """
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= size else flat[:size] + "..."
 
 
 def envelope_line(event_json: str, relay: str, received_at: float) -> bytes:
@@ -110,13 +166,19 @@ class RelayTap:
             ``change``: ``connected``, ``backlog`` (its stored backlog is read), ``lost``
             (the connection failed), ``closed`` (the tap stopped) or ``failed`` (a try to
             connect failed).
+        connect_seconds: seconds allowed for a try to connect (TCP and the WebSocket
+            handshake).
+        answer_seconds: seconds a connected relay may take to send anything at all after
+            the subscriptions; one that sends nothing is left and tried again.
     """
 
     def __init__(self, relays: Sequence[str], spool: SpoolWriter, *,
                  recipients: Sequence[str] | None = None,
                  since: Mapping[str, int] | None = None, overlap: int = 600,
                  max_backoff: float = 30.0,
-                 on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_change: Callable[[dict[str, Any]], None] | None = None,
+                 connect_seconds: float = CONNECT_SECONDS,
+                 answer_seconds: float = ANSWER_SECONDS) -> None:
         self.relays = list(dict.fromkeys(relays))
         self.spool = spool
         self.recipients = None if recipients is None else sorted(set(recipients))
@@ -124,6 +186,8 @@ class RelayTap:
         self.overlap = overlap
         self.max_backoff = max_backoff
         self.on_change = on_change
+        self.connect_seconds = connect_seconds
+        self.answer_seconds = answer_seconds
         self._status = {url: _RelayStatus(url) for url in self.relays}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -182,14 +246,32 @@ class RelayTap:
         while not self._stop.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(min(0.1, max(deadline - time.monotonic(), 0.0)))
 
+    async def _open(self, url: str) -> RelayConnection | None:
+        """A connection to ``url``, or ``None`` when the tap stopped first (a relay that
+        never answers the handshake does not hold :meth:`stop` up)."""
+        from snap_spark.nostr.client import RelayConnection
+
+        opening = asyncio.ensure_future(
+            RelayConnection.open(url, time.monotonic() + self.connect_seconds))
+        while not opening.done():
+            await asyncio.wait({opening}, timeout=0.1)
+            if self._stop.is_set() and not opening.done():
+                opening.cancel()  # RelayConnection.open shuts its client down
+                with contextlib.suppress(BaseException):
+                    await opening
+                return None
+        return opening.result()
+
     async def _follow(self, url: str) -> None:
-        from snap_spark.nostr.client import RelayConnection, RelayProblem
+        from snap_spark.nostr.client import RelayProblem
 
         status = self._status[url]
         delay = 1.0
         while not self._stop.is_set():
             try:
-                connection = await RelayConnection.open(url, time.monotonic() + CONNECT_SECONDS)
+                connection = await self._open(url)
+                if connection is None:
+                    break
             except RelayProblem as exc:
                 status.error = str(exc)
                 self._changed(status, "failed")
@@ -206,6 +288,7 @@ class RelayTap:
             status.connects += 1
             status.error = None
             self._changed(status, "connected")
+            opened = time.monotonic()
             try:
                 await self._session(connection, status)
                 delay = 1.0
@@ -219,6 +302,8 @@ class RelayTap:
                 status.connected = False
                 await connection.close()
             self._changed(status, "lost" if status.error else "closed")
+            if time.monotonic() - opened >= HEALTHY_SECONDS:
+                delay = 1.0  # a connection that lasted: its failure is no streak
             if not self._stop.is_set():
                 await self._sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
@@ -248,13 +333,24 @@ class RelayTap:
     async def _session(self, connection: RelayConnection, status: _RelayStatus) -> None:
         """One connection's life: live subscriptions, the backlog page by page, then
         deliveries until the tap stops or the relay fails."""
-        from nostr_sdk import Filter, Kind, RelayMessageEnum
-
-        from snap_spark.nostr.client import RelayProblem
+        from nostr_sdk import Filter, Kind
 
         live_cards = Filter().kinds([Kind(CARD_KIND)]).limit(0)  # type: ignore[no-untyped-call]
         live_messages = self._message_filter([STORED_MESSAGE_KIND,
                                               EPHEMERAL_MESSAGE_KIND]).limit(0)
+        complaints = _Complaints(status.url, status.complaints)
+        try:
+            await self._converse(connection, status, complaints, live_cards, live_messages)
+        finally:
+            complaints.summary()
+
+    async def _converse(self, connection: RelayConnection, status: _RelayStatus,
+                        complaints: _Complaints, live_cards: Filter,
+                        live_messages: Filter) -> None:
+        from nostr_sdk import RelayMessageEnum
+
+        from snap_spark.nostr.client import RelayProblem
+
         live = {await connection.relay.subscribe(f) for f in (live_cards, live_messages)}
         newest = status.newest_stored
         resume = self.since.get(status.url) if newest is None else newest
@@ -264,10 +360,18 @@ class RelayTap:
         for request in self._backlog_filters(start, None):
             pages[await connection.relay.subscribe(request)] = [request, None, 0, set()]
         seen_backlog: set[str] = set()
+        # a relay that completed the handshake and then says nothing at all is left (and
+        # one that goes silent later is ended by nostr-sdk's pings, after about a minute)
+        answer_by: float | None = time.monotonic() + self.answer_seconds
         while not self._stop.is_set():
             message = await connection.next_message(time.monotonic() + 1.0)
             if message is None:
+                if answer_by is not None and time.monotonic() > answer_by:
+                    complaints.note("silent", "sent nothing after the subscriptions")
+                    raise RelayProblem(f"no answer within {self.answer_seconds:g}s "
+                                       "after the subscriptions")
                 continue
+            answer_by = None
             if isinstance(message, RelayMessageEnum.EVENT_MSG):
                 sub = message.subscription_id
                 if sub not in live and sub not in pages:
@@ -294,15 +398,19 @@ class RelayTap:
                     raise RelayProblem(f"relay closed the live subscription: "
                                         f"{message.message}")
                 if message.subscription_id in pages:
-                    from snap_spark.runner import log
-
-                    log(f"tap: relay {status.url} closed a backlog request: "
-                        f"{message.message}")
+                    complaints.note("closed_backlog", "closed a backlog request: "
+                                    f"{_shown(message.message)}; its stored events are "
+                                    "not read on this connection")
                     del pages[message.subscription_id]
+                    if not pages and not status.backlog_done:
+                        status.backlog_done = True
+                        self._changed(status, "backlog")
             elif isinstance(message, RelayMessageEnum.NOTICE):
-                from snap_spark.runner import log
-
-                log(f"tap: relay {status.url} notice: {str(message.message)[:200]}")
+                complaints.note("notice", f"notice: {_shown(message.message)}")
+            elif isinstance(message, RelayMessageEnum.AUTH):
+                complaints.note("auth", "asks to authenticate (AUTH "
+                                f"{_shown(message.challenge)}); the tap does not: what "
+                                "the relay keeps for authenticated clients is not read")
 
     async def _next_page(self, connection: RelayConnection, pages: dict[str, list[Any]],
                          sub: str, start: int | None) -> None:

@@ -98,8 +98,12 @@ def start_relay_process(*, database: str | None = None, extra: Sequence[str] = (
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 Behaviour = Literal[
-    "serve", "stall", "drop", "close_subscription", "no_handshake", "drop_on_publish"
+    "serve", "stall", "drop", "close_subscription", "no_handshake", "drop_on_publish",
+    "silent", "no_eose",
 ]
+#: In a text of :attr:`ScriptedRelay.frames`, replaced by the ``REQ``'s subscription id (a
+#: JSON string).
+SUB: str = "<sub>"
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
@@ -135,7 +139,17 @@ class ScriptedRelay:
     - ``drop``: closes the TCP connection;
     - ``close_subscription``: ``CLOSED`` with ``closed_reason``;
     - ``no_handshake``: never answers the WebSocket handshake;
-    - ``drop_on_publish``: closes the connection on the first ``EVENT`` it receives.
+    - ``drop_on_publish``: closes the connection on the first ``EVENT`` it receives;
+    - ``silent``: completes the WebSocket handshake, then never sends a frame (no event,
+      no ``EOSE``, no pong) while it reads what the client sends;
+    - ``no_eose``: no ``EOSE``, ever, but goes on reading (and answering every ``REQ``
+      with ``events`` and ``frames``);
+
+    ``frames`` are raw texts sent after ``events`` on every ``REQ`` (before its ``EOSE``
+    or ``CLOSED``), each as one text frame, as they are except that :data:`SUB` is replaced
+    by the subscription id: not JSON, ``NOTICE``, ``AUTH``, ``CLOSED``, an event twice ...
+    ``connections`` counts the TCP connections accepted; :meth:`push` sends an event on
+    the first subscription of every open connection (as a relay forwards a new event).
 
     Runs in a thread of its own: ``with ScriptedRelay(...) as url:``.
     """
@@ -143,11 +157,32 @@ class ScriptedRelay:
     behaviour: Behaviour
     events: Sequence[str] = ()
     closed_reason: str = "auth-required: log in first"
+    frames: Sequence[str] = ()
     url: str = ""
+    connections: int = 0
     received: list[str] = field(default_factory=list)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _stop: asyncio.Event | None = None
+    _first_subs: dict[asyncio.StreamWriter, str] = field(default_factory=dict)
+
+    def push(self, event: str) -> int:
+        """Send ``event`` (raw JSON text) on the first subscription of every connection;
+        how many connections it was sent to."""
+        assert self._loop is not None
+        done = threading.Event()
+        sent: list[int] = []
+
+        def send() -> None:
+            for writer, sub in list(self._first_subs.items()):
+                if not writer.is_closing():
+                    writer.write(_frame(1, f'["EVENT",{sub},{event}]'.encode()))
+                    sent.append(1)
+            done.set()
+
+        self._loop.call_soon_threadsafe(send)
+        assert done.wait(10)
+        return len(sent)
 
     def __enter__(self) -> str:
         port = free_port()
@@ -180,10 +215,12 @@ class ScriptedRelay:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass  # the client left, or the relay is stopping
         finally:
+            self._first_subs.pop(writer, None)
             writer.close()
 
     async def _converse(self, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         request = await reader.readuntil(b"\r\n\r\n")
         if self.behaviour == "no_handshake":
             await asyncio.sleep(3600)
@@ -196,8 +233,13 @@ class ScriptedRelay:
             opcode, data = await _read_frame(reader)
             if opcode == 8:  # close
                 return
+            if self.behaviour == "silent":
+                self.received.append(data.decode(errors="replace"))
+                continue
             if opcode == 9:  # ping
                 writer.write(_frame(10, data))
+                continue
+            if opcode != 1:
                 continue
             message = json.loads(data)
             self.received.append(data.decode())
@@ -206,8 +248,11 @@ class ScriptedRelay:
             if message[0] != "REQ":
                 continue
             sub = json.dumps(message[1])
+            self._first_subs.setdefault(writer, sub)
             for event in self.events:
                 writer.write(_frame(1, f'["EVENT",{sub},{event}]'.encode()))
+            for text in self.frames:
+                writer.write(_frame(1, text.replace(SUB, sub).encode()))
             if self.behaviour == "serve":
                 writer.write(_frame(1, f'["EOSE",{sub}]'.encode()))
             elif self.behaviour == "close_subscription":
