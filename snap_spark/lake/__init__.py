@@ -55,7 +55,7 @@ from snap_spark.lake.delta_log import (
 )
 from snap_spark.lake.delta_rs import distinct_rows, read_data_files, rows_added_since
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
-from snap_spark.lake.lease import CommitContention, check_held, commit_lease
+from snap_spark.lake.lease import CommitContention, HeldLease, check_held, commit_lease
 from snap_spark.lake.schema import to_arrow
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
@@ -71,6 +71,7 @@ __all__ = [
     "DamagedTable",
     "DataCommit",
     "DataFile",
+    "HeldLease",
     "Lake",
     "LakeError",
     "LakeLocationError",

@@ -2,8 +2,9 @@
 
 Several snap-spark writers may land into one lake at once (a stream, a backfill, Nostr
 ingestion). Each reads, checks and writes its files on its own; only the step that decides
-replays against ``messages`` and commits the verdicts, and the step that folds tasks and
-commits ``task_events``/``tasks``, run one writer at a time, under this lease.
+replays against ``messages`` and commits the verdicts, the step that folds tasks and
+commits ``task_events``/``tasks``, and the step of Nostr ingestion that reads, decides and
+commits the three Nostr tables, run one writer at a time, under this lease.
 
 How it works (on any store with an atomic create-if-absent):
 

@@ -28,7 +28,9 @@ relays (:func:`snap_spark.nostr.client.fetch_events`), and then:
 
 Each table is then replaced key by key in one commit
 (:func:`snap_spark.lake.commit_data_files` with ``keys``), so running the same input again
-changes nothing.
+changes nothing. From reading the rows the lake holds to the last commit, a run holds the
+lake's commit lease (:func:`snap_spark.lake.commit_lease`): two Nostr writers on one lake,
+or one and a batch job, decide one after the other, each against what the other committed.
 
 Example::
 
@@ -69,7 +71,7 @@ from snap_spark.runner import log
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from snap_spark.lake import Lake
+    from snap_spark.lake import HeldLease, Lake
     from snap_spark.lines import LineRange
     from snap_spark.settings import VerifySettings
 
@@ -730,8 +732,7 @@ def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, 
     Folding, deciding and the replacing commits are idempotent: the same copies landed
     again change nothing.
     """
-    from snap_spark.lake import get_lake, table_uri
-    from snap_spark.pipeline.runs import run_marker
+    from snap_spark.lake import commit_lease, get_lake
 
     started = time.monotonic()
     result = result if result is not None else IngestResult()
@@ -740,6 +741,41 @@ def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, 
     now = dt.datetime.now(tz=dt.UTC)
     result.copies += len(rows)
     folded = fold_copies(rows)
+    # read, decide and commit one writer at a time (docs/architecture.md, *Concurrent
+    # writers*): every Nostr table row this run writes is decided against the tables as
+    # other writers left them. The bound messages land under the lease too: the batch job
+    # takes it again in this thread (it is re-entrant), and two writers landing the same
+    # stored message at once would give messages a second line of it
+    with commit_lease(lake_dir, "nostr") as held:
+        out, existing, cards = _decide_and_commit(
+            spark, lake, lake_dir, folded, held, keyring=keyring, settings=settings,
+            stored_clock=stored_clock, well_known_rows=well_known_rows, ingest_id=ingest_id,
+            now=now, result=result)
+    new_rows = [r for k, r in out.items() if k not in existing]
+    result.events += len(out)
+    result.new_events += len(new_rows)
+    result.verdicts += Counter(r["verdict"] for r in new_rows)
+    result.kind_verdicts += Counter(
+        f"{'-' if r['kind'] is None else r['kind']}:{r['verdict']}" for r in new_rows)
+    result.cards += len(cards["cards"])
+    result.seconds += time.monotonic() - started
+    return result
+
+
+def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
+                       folded: dict[str, Folded], held: HeldLease, *, keyring: Keyring,
+                       settings: VerifySettings, stored_clock: str,
+                       well_known_rows: Sequence[Mapping[str, Any]], ingest_id: str,
+                       now: dt.datetime, result: IngestResult
+                       ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
+                                  dict[str, list[dict[str, Any]]]]:
+    """Steps 3 to 5 of :func:`land_copies`, with the lake's commit lease ``held``: the
+    existing rows are read, the new events decided, the stored messages landed and the
+    cards settled, then the three tables committed. Returns the ``nostr_events`` rows
+    written, the rows the table held before, and the card rows written."""
+    from snap_spark.lake import check_held, table_uri
+    from snap_spark.pipeline.runs import run_marker
+
     events_path = storage.join(lake_dir, "nostr_events")
     existing = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
                                                     folded)}
@@ -794,23 +830,19 @@ def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, 
         try:
             # nostr_events last: an event it holds is one the run finished (a run stopped
             # before decides its events again; the card tables skip what they hold)
+            # a writer that stalled past its lease (taken over) commits nothing more
+            check_held(held)
             _replace(spark, lake, lake_dir, "agent_card_history", cards["history"],
                      "card_key", staging=staging, ingest_id=ingest_id, info=info)
+            check_held(held)
             _replace(spark, lake, lake_dir, "agent_cards", cards["cards"], "identity",
                      staging=staging, ingest_id=ingest_id, info=info)
+            check_held(held)
             _replace(spark, lake, lake_dir, "nostr_events", list(out.values()), "event_key",
                      staging=staging, ingest_id=ingest_id, info=info)
         finally:
             storage.delete_tree(staging)
-    new_rows = [r for k, r in out.items() if k not in existing]
-    result.events += len(out)
-    result.new_events += len(new_rows)
-    result.verdicts += Counter(r["verdict"] for r in new_rows)
-    result.kind_verdicts += Counter(
-        f"{'-' if r['kind'] is None else r['kind']}:{r['verdict']}" for r in new_rows)
-    result.cards += len(cards["cards"])
-    result.seconds += time.monotonic() - started
-    return result
+    return out, existing, cards
 
 
 def _expired_too_soon(old: Mapping[str, Any], entry: Folded) -> bool:
