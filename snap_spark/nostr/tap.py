@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from snap_spark.nostr._sdk import reason_of
+from snap_spark.nostr.stored import EPHEMERAL_KIND, STORED_KIND
 from snap_spark.protocol.nostr import CARD_KIND
 
 if TYPE_CHECKING:
@@ -65,9 +66,6 @@ if TYPE_CHECKING:
     from snap_spark.nostr.client import RelayConnection
     from snap_spark.nostr.spool import SpoolWriter
 
-#: Stored SNAP messages and ephemeral ones (``docs/discovery.md``).
-STORED_MESSAGE_KIND: Final = 4339
-EPHEMERAL_MESSAGE_KIND: Final = 21339
 #: A connection that lasted this long (seconds) ends a streak of failures: the next try
 #: after it fails waits the shortest backoff again.
 HEALTHY_SECONDS: Final = 60.0
@@ -103,6 +101,16 @@ class _Complaints:
         if repeats:
             counted = ", ".join(f"{kind} x{n}" for kind, n in sorted(repeats.items()))
             log(f"tap: relay {self.url}: repeated on this connection: {counted}")
+
+
+@dataclass
+class _Page:
+    """One backlog request: its filter, the oldest ``created_at`` it brought, and how many
+    events it brought that no earlier page of the chain had (none: the chain ends)."""
+
+    request: Filter
+    oldest: int | None = None
+    new: int = 0
 
 
 @dataclass
@@ -320,7 +328,7 @@ class RelayTap:
         from nostr_sdk import Filter, Kind, Timestamp
 
         cards = Filter().kinds([Kind(CARD_KIND)])  # type: ignore[no-untyped-call]
-        stored = self._message_filter([STORED_MESSAGE_KIND])
+        stored = self._message_filter([STORED_KIND])
         out = []
         for request in (cards, stored):
             if start is not None:
@@ -336,8 +344,8 @@ class RelayTap:
         from nostr_sdk import Filter, Kind
 
         live_cards = Filter().kinds([Kind(CARD_KIND)]).limit(0)  # type: ignore[no-untyped-call]
-        live_messages = self._message_filter([STORED_MESSAGE_KIND,
-                                              EPHEMERAL_MESSAGE_KIND]).limit(0)
+        live_messages = self._message_filter([STORED_KIND,
+                                              EPHEMERAL_KIND]).limit(0)
         complaints = _Complaints(status.url, status.complaints)
         try:
             await self._converse(connection, status, complaints, live_cards, live_messages)
@@ -355,10 +363,10 @@ class RelayTap:
         newest = status.newest_stored
         resume = self.since.get(status.url) if newest is None else newest
         start = None if resume is None else max(0, resume - self.overlap)
-        # backlog chains: subscription id -> [until of this page, oldest seen, new in page]
-        pages: dict[str, list[Any]] = {}
+        # backlog chains: subscription id -> the page it asks for
+        pages: dict[str, _Page] = {}
         for request in self._backlog_filters(start, None):
-            pages[await connection.relay.subscribe(request)] = [request, None, 0, set()]
+            pages[await connection.relay.subscribe(request)] = _Page(request)
         seen_backlog: set[str] = set()
         # a relay that completed the handshake and then says nothing at all is left (and
         # one that goes silent later is ended by nostr-sdk's pings, after about a minute)
@@ -382,14 +390,14 @@ class RelayTap:
                     key = event.id().to_hex()
                     page = pages[sub]
                     created = event.created_at().as_secs()
-                    page[1] = created if page[1] is None else min(page[1], created)
+                    page.oldest = created if page.oldest is None else min(page.oldest, created)
                     if key not in seen_backlog:
                         seen_backlog.add(key)
-                        page[2] += 1
+                        page.new += 1
             elif isinstance(message, RelayMessageEnum.END_OF_STORED_EVENTS):
                 sub = message.subscription_id
                 if sub in pages:
-                    await self._next_page(connection, pages, sub, start)
+                    await self._next_page(connection, pages, sub)
                     if not pages and not status.backlog_done:
                         status.backlog_done = True
                         self._changed(status, "backlog")
@@ -412,26 +420,26 @@ class RelayTap:
                                 f"{_shown(message.challenge)}); the tap does not: what "
                                 "the relay keeps for authenticated clients is not read")
 
-    async def _next_page(self, connection: RelayConnection, pages: dict[str, list[Any]],
-                         sub: str, start: int | None) -> None:
+    async def _next_page(self, connection: RelayConnection, pages: dict[str, _Page],
+                         sub: str) -> None:
         """After a backlog page's end: ask for the page before it when this one brought
         new events, else close the chain."""
         from nostr_sdk import Timestamp
 
-        request, oldest, new, _ = pages.pop(sub)
+        page = pages.pop(sub)
         with contextlib.suppress(Exception):
             await connection.relay.unsubscribe(sub)
-        if new == 0 or oldest is None:
+        if page.new == 0 or page.oldest is None:
             return
-        following = request.until(Timestamp.from_secs(oldest))
-        pages[await connection.relay.subscribe(following)] = [following, None, 0, set()]
+        following = page.request.until(Timestamp.from_secs(page.oldest))
+        pages[await connection.relay.subscribe(following)] = _Page(following)
 
     def _spool(self, event: Any, status: _RelayStatus) -> None:
         received_at = time.time()
         self.spool.append([envelope_line(event.as_json(), status.url, received_at)])
         status.deliveries += 1
         kind = event.kind().as_u16()
-        if kind in (CARD_KIND, STORED_MESSAGE_KIND):
+        if kind in (CARD_KIND, STORED_KIND):
             created = event.created_at().as_secs()
             if created <= received_at and (status.newest_stored is None
                                            or created > status.newest_stored):

@@ -55,3 +55,16 @@ def card_event(private_key: bytes = PRIV_A, *, created_at: int, name: str = "Age
     """A signed kind-31337 card of ``private_key``'s identity."""
     card = {**sample_card(p2tr_address(internal_pubkey(private_key))), "name": name}
     return build_card_event(card, private_key, created_at, aux=bytes(32))
+
+
+@pytest.fixture(autouse=True)
+def no_job_left() -> Iterator[None]:
+    """Kill whatever ``jobs/stream_nostr.py`` a test left running (a failed assertion
+    before its stop): :class:`tests.nostr.live.LiveJob` remembers every one it started."""
+    yield
+    from tests.nostr.live import LiveJob
+
+    while LiveJob.started:
+        job = LiveJob.started.pop()
+        if job.proc.poll() is None:
+            job.kill()

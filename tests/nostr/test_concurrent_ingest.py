@@ -179,8 +179,7 @@ def test_the_live_stream_and_an_archive_ingest_at_once_equal_one_sequential_run(
     # the whole sample (the same events and more, from another origin) lands in this
     # process. The Nostr tables and the stored messages' verdicts equal the archive of what
     # the relay took, then the sample archive, landed one after the other.
-    from tests.nostr.relays import start_relay_process
-    from tests.nostr.test_live import (
+    from tests.nostr.live import (
         LiveJob,
         Published,
         job_args,
@@ -188,6 +187,7 @@ def test_the_live_stream_and_an_archive_ingest_at_once_equal_one_sequential_run(
         verdicts,
         wait_landed,
     )
+    from tests.nostr.relays import start_relay_process
 
     stem = str(tmp_path / "s")
     write_nostr_sample(NostrSampleConfig(cards=16, messages=72, well_known=0, seed=13), stem)

@@ -247,7 +247,7 @@ def test_the_stream_lands_every_good_event_once_next_to_a_hostile_relay(
         tmp_path: Path, relay: RelayProcess, now: int) -> None:
     from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
     from tests.lake.helpers import delta_rows
-    from tests.nostr.test_live import (
+    from tests.nostr.live import (
         LiveJob,
         Published,
         check_once,

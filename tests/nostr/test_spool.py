@@ -3,13 +3,17 @@ segments, a killed writer's partial line, and one writer at a time."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from snap_spark.nostr.live import check_spool_lines
 from snap_spark.nostr.spool import (
     SpoolBusy,
     SpoolWriter,
@@ -19,6 +23,7 @@ from snap_spark.nostr.spool import (
     segments,
 )
 from snap_spark.nostr.tap import envelope_line
+from snap_spark.protocol.nostr import sign_event
 
 
 def all_lines(folder: Path) -> list[bytes]:
@@ -136,3 +141,30 @@ def test_reads_cut_anywhere_give_every_line_once_in_order(
         got += [line for _, line in found.lines]
         position, b = found.end, b + 1
     assert got == lines
+
+
+def test_garbage_in_a_spool_becomes_rows_with_a_reason_never_a_crash() -> None:
+    """What the live stream's micro-batch does with each spool line (no Spark needed: the
+    same generator runs in its mapInArrow): a line that is no verified event keeps a row,
+    keyed by its bytes, with the reason; a good envelope next to them still verifies."""
+    good = sign_event({"created_at": 1700000000, "kind": 31337, "tags": [],
+                       "content": "{}"}, bytes.fromhex("0a" * 32), aux=bytes(32))
+    lines = [
+        b"not json",
+        b"\xff\xfe invalid utf-8 \xc3",
+        b"[" * 10_000 + b"]" * 10_000,
+        b'{"received_at": "yesterday", "relay": 7, "event": {"kind": "x"}}',
+        b'{"received_at": 1, "relay": "ws://r", "event": ' + b'"' + b"x" * 1_000_000 + b'"}',
+        b"",
+        envelope_line(json.dumps(good), "ws://r", 1700000001.5),
+    ]
+    batch = pa.RecordBatch.from_pydict({"position": list(range(len(lines))), "line": lines})
+    rows = [row for out in check_spool_lines([batch]) for row in out.to_pylist()]
+    assert len(rows) == len(lines)
+    for row, raw in zip(rows[:-1], lines[:-1], strict=True):
+        assert row["verdict"] == "malformed" and row["detail"], row
+        assert row["line_key"] == "line:" + hashlib.sha256(raw).hexdigest()
+    assert [r["origin"] for r in rows[:3]] == ["spool:0", "spool:1", "spool:2"]
+    last = rows[-1]
+    assert (last["verdict"], last["origin"], last["received_at"]) == ("ok", "ws://r",
+                                                                      1700000001.5)
