@@ -152,7 +152,8 @@ class LivePlan:
     stored_clock: str = "event"
     since: int | None = None
     overlap: int = 600
-    trigger_seconds: float = 1.0
+    #: Spark's processing-time interval (``DataStreamWriter.trigger(processingTime=...)``)
+    trigger: str = "1 seconds"
     duration: float | None = None
     max_batch_bytes: int | None = None
     keep_spool: bool = False
@@ -338,7 +339,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
         query = (reader.load().writeStream.foreachBatch(committer)
                  .option("checkpointLocation", plan.checkpoint)
                  .queryName("snap-spark stream_nostr")
-                 .trigger(processingTime=f"{int(plan.trigger_seconds * 1000)} milliseconds")
+                 .trigger(processingTime=plan.trigger)
                  .start())
         tap.start()
         log(f"live stream started: query id {query.id}, relays {', '.join(plan.relays)}, "
@@ -453,10 +454,6 @@ class StreamNostr(Job):
         if not args.all_messages and not len(keyring):
             log("no --keyring: SNAP messages are taken only with --all-messages; following "
                 "agent cards")
-        trigger = parse_trigger(args.trigger)["processingTime"]
-        count, unit = trigger.split()
-        seconds = float(count) * {"milliseconds": 0.001, "seconds": 1.0,
-                                  "minutes": 60.0}[unit]
         checkpoint = os.path.abspath(storage.local_path(args.checkpoint))
         plan = LivePlan(
             lake_dir=context.lake, checkpoint=checkpoint, relays=list(args.relay),
@@ -464,7 +461,7 @@ class StreamNostr(Job):
             else os.path.join(checkpoint, SPOOL_FOLDER),
             settings=context.verify, keyring=keyring, all_messages=args.all_messages,
             stored_clock=args.stored_clock, since=args.since, overlap=args.overlap,
-            trigger_seconds=seconds, duration=args.duration,
+            trigger=parse_trigger(args.trigger)["processingTime"], duration=args.duration,
             max_batch_bytes=args.max_batch_bytes, keep_spool=args.keep_spool,
             progress_json=args.progress_json)
         return run_live(spark, plan)
