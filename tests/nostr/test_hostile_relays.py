@@ -163,7 +163,11 @@ def test_notice_auth_and_closed_backlog_give_one_line_each_per_connection(
     # a relay that closes the live subscription: at most one line per kind per connection
     closing_status = tap.status(closing)
     connections = closing_status["connects"]
-    assert closing_status["error"].startswith("relay closed the live subscription")
+    # (read while the tap may be connected again: a new connection clears the error)
+    assert closing_status["losses"] >= 1, closing_status
+    assert (closing_status["connected"] and closing_status["error"] is None) or str(
+        closing_status["error"]).startswith("relay closed the live subscription"), (
+        closing_status)
     assert len(tap_lines(err, closing)) <= 3 * connections, tap_lines(err, closing)
 
 
