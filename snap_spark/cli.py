@@ -259,18 +259,25 @@ def _add_keygen(sub: Any) -> None:
     p = sub.add_parser("keygen", help="make a new agent key and show its identities")
     p.add_argument("--network", choices=("mainnet", "testnet"), default="mainnet")
     p.add_argument("--private-key", default=None,
-                   help="derive from this 64-hex private key instead of a random one")
+                   help="derive from this private key (exactly 64 hex digits, from 1 to the "
+                   "secp256k1 group order minus 1) instead of a random one")
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    """``snap-spark keygen``: a new key, or the one of ``--private-key``, and its identities.
+
+    A ``--private-key`` that is not exactly 64 hex digits of a valid key is refused with
+    one line that does not quote it, and exit 2.
+    """
     from snap_spark.protocol import keys
 
     try:
         priv = (
-            bytes.fromhex(args.private_key) if args.private_key else keys.generate_private_key()
+            keys.generate_private_key() if args.private_key is None
+            else keys.parse_private_key(args.private_key)
         )
         internal = keys.internal_pubkey(priv)
-    except ValueError as exc:
+    except keys.InvalidPrivateKey as exc:  # its message never quotes the key
         print(f"snap-spark keygen: bad private key: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(json.dumps({
@@ -294,8 +301,10 @@ def _add_sign(sub: Any) -> None:
     )
     p.add_argument("message", help="message JSON file, or - for stdin")
     key = p.add_mutually_exclusive_group(required=True)
-    key.add_argument("--key", help="64-hex private key")
-    key.add_argument("--key-file", help="file holding the 64-hex private key")
+    key.add_argument("--key", help="private key: exactly 64 hex digits")
+    key.add_argument("--key-file",
+                     help="file holding the private key: exactly 64 hex digits (blanks and "
+                     "the line end around them are ignored)")
     p.add_argument("--network", choices=("mainnet", "testnet"), default="mainnet",
                    help="network for a 'from' filled in from the key (default mainnet)")
     p.add_argument("--now", action="store_true", help="set timestamp to the current time")
@@ -304,6 +313,11 @@ def _add_sign(sub: Any) -> None:
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
+    """``snap-spark sign``: a message object signed with ``--key`` or ``--key-file``.
+
+    A key that is not exactly 64 hex digits of a valid key is refused with one line that
+    does not quote it, and exit 2.
+    """
     from snap_spark.protocol import keys
     from snap_spark.protocol.errors import SnapError
     from snap_spark.protocol.jsonparse import loads
@@ -311,14 +325,19 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from snap_spark.protocol.validate import ReceiptClock, check_message
 
     try:
-        if args.key:
-            key_hex = args.key
+        if args.key is not None:
+            key_text = args.key
         else:
-            with open(args.key_file, encoding="utf-8") as handle:
-                key_hex = handle.read().strip()
-        priv = bytes.fromhex(key_hex)
+            with open(args.key_file, "rb") as handle:
+                # undecodable bytes become U+FFFD, refused as not hex: a decoding error
+                # would quote the byte
+                key_text = handle.read().decode("ascii", errors="replace").strip()
+        priv = keys.parse_private_key(key_text)
         internal = keys.internal_pubkey(priv)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:  # names the file, not what it holds
+        print(f"snap-spark sign: cannot read the key file: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except keys.InvalidPrivateKey as exc:  # its message never quotes the key
         print(f"snap-spark sign: bad key: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:

@@ -30,9 +30,10 @@ message, first failure wins:
 So an event that fails the binding (5, 6) never reaches the replay store: a genuine signed
 message re-wrapped by someone else cannot make its real delivery look like a replay.
 
-The keyring (:class:`Keyring`) is a file of 64-hex private keys, one per line, ``#``
-comments; it is refused when other users may read it, and neither it nor a key in it ever
-appears in a message, a ``repr`` or an error.
+The keyring (:class:`Keyring`) is a file of private keys, each exactly 64 hex digits, one
+per line, ``#`` comments; it is refused when other users may read it or when a line is not
+a valid key (:func:`snap_spark.protocol.keys.parse_private_key`), and neither it nor a key
+in it ever appears in a message, a ``repr`` or an error.
 
 Examples:
     >>> from snap_spark.protocol.nostr import sign_event
@@ -59,7 +60,15 @@ from typing import Any, Final, Literal, get_args
 
 from snap_spark.protocol.errors import IdentityInvalid, SnapError
 from snap_spark.protocol.jsonparse import loads
-from snap_spark.protocol.keys import Network, decode_p2tr, internal_pubkey, p2tr_address
+from snap_spark.protocol.keys import (
+    InvalidPrivateKey,
+    Network,
+    check_private_key,
+    decode_p2tr,
+    internal_pubkey,
+    p2tr_address,
+    parse_private_key,
+)
 from snap_spark.protocol.nostr import check_event
 from snap_spark.protocol.validate import MissingReceiptTime
 
@@ -101,17 +110,26 @@ class Keyring:
     """
 
     def __init__(self, keys: Iterable[bytes]) -> None:
-        self._keys: dict[str, bytes] = {internal_pubkey(key).hex(): key for key in keys}
+        """A keyring of ``keys`` (32 bytes each).
+
+        Raises:
+            InvalidPrivateKey: a key is not valid
+                (:func:`~snap_spark.protocol.keys.check_private_key`; never quoted).
+        """
+        checked = [check_private_key(key) for key in keys]
+        self._keys: dict[str, bytes] = {internal_pubkey(key).hex(): key for key in checked}
 
     @classmethod
     def load(cls, path: str) -> Keyring:
-        """Read a keyring file: one 64-hex private key per line, blank lines and ``#``
-        comments allowed.
+        """Read a keyring file: one private key per line, exactly 64 hex digits
+        (:func:`~snap_spark.protocol.keys.parse_private_key`: no shorter key, no zero, none
+        at or above the secp256k1 group order); blank lines, blanks around a key and ``#``
+        comment lines allowed.
 
         Raises:
             KeyringError: the file is missing, readable or writable by other users (group
-                or others: ``chmod 600`` it), or a line is not a 64-hex private key (named
-                by its number, never quoted).
+                or others: ``chmod 600`` it), or a line is not a valid private key (named
+                by its number and the rule it breaks, never quoted).
         """
         try:
             mode = os.stat(path).st_mode
@@ -127,14 +145,10 @@ class Keyring:
                 text = line.strip()
                 if not text or text.startswith("#"):
                     continue
-                if len(text) != 64 or not set(text.lower()) <= _HEX:
-                    raise KeyringError(f"keyring {path}, line {number}: not a 64-hex "
-                                       "private key")
                 try:
-                    keys.append(_private_key(bytes.fromhex(text)))
-                except ValueError:
-                    raise KeyringError(f"keyring {path}, line {number}: not a valid "
-                                       "secp256k1 private key") from None
+                    keys.append(parse_private_key(text))
+                except InvalidPrivateKey as exc:  # its message never quotes the key
+                    raise KeyringError(f"keyring {path}, line {number}: {exc}") from None
         return cls(keys)
 
     def __contains__(self, pubkey_hex: object) -> bool:
@@ -167,11 +181,6 @@ class Keyring:
                                            nostr_sdk.PublicKey.parse(sender_hex), payload)
         except Exception as exc:  # nostr-sdk raises its own error classes
             raise ValueError(_sdk_reason(exc)) from None
-
-
-def _private_key(secret: bytes) -> bytes:
-    internal_pubkey(secret)  # raises ValueError for 0 or >= the curve order
-    return secret
 
 
 def _sdk_reason(exc: BaseException) -> str:

@@ -12,10 +12,13 @@ from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode, SnapError
 from snap_spark.protocol.jcs import canonicalize
 from snap_spark.protocol.keys import (
     P2TR,
+    InvalidPrivateKey,
+    check_private_key,
     decode_p2tr,
     internal_pubkey,
     is_valid_p2tr,
     p2tr_address,
+    parse_private_key,
     tweak_private_key,
     tweak_public_key,
 )
@@ -56,6 +59,7 @@ __all__ = [
     "P2TR",
     "Checked",
     "ErrorCode",
+    "InvalidPrivateKey",
     "KeyFold",
     "LineVerdict",
     "MissingReceiptTime",
@@ -72,6 +76,7 @@ __all__ = [
     "canonicalize",
     "check_lines",
     "check_message",
+    "check_private_key",
     "check_record",
     "decode_p2tr",
     "expire",
@@ -81,6 +86,7 @@ __all__ = [
     "internal_pubkey",
     "is_valid_p2tr",
     "p2tr_address",
+    "parse_private_key",
     "replay_step",
     "resolve",
     "sign_message",

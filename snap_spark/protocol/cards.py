@@ -49,6 +49,7 @@ from snap_spark.protocol.errors import IdentityInvalid, InvalidPayload
 from snap_spark.protocol.jcs import MAX_SAFE_INTEGER, canonicalize
 from snap_spark.protocol.jsonparse import json_type
 from snap_spark.protocol.keys import (
+    check_private_key,
     decode_p2tr,
     internal_pubkey,
     tweak_public_key,
@@ -533,6 +534,8 @@ def sign_card(
     example of ``discovery.md``. ``aux`` is BIP-340 auxiliary randomness (random if ``None``).
 
     Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key
+            (:func:`~snap_spark.protocol.keys.check_private_key`; the message never quotes it).
         InvalidCard: if the card cannot be canonicalized.
 
     Examples:
@@ -540,6 +543,7 @@ def sign_card(
         >>> sorted(doc), doc["publicKey"][:8]
         (['card', 'publicKey', 'sig', 'timestamp'], '2b074989')
     """
+    private_key = check_private_key(private_key)
     canonical = canonical_card(dict(card))
     digest = signed_card_digest(canonical, timestamp)
     return {

@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -32,6 +33,74 @@ CURVE_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _HRP_TO_NETWORK: dict[str, Network] = {"bc": "mainnet", "tb": "testnet"}
 _NETWORK_TO_HRP: dict[Network, str] = {"mainnet": "bc", "testnet": "tb"}
 P2TR_LENGTH = 62
+_PRIVATE_KEY_HEX = re.compile("[0-9a-fA-F]{64}")
+
+
+class InvalidPrivateKey(ValueError):
+    """A private key was refused: not 32 bytes (64 hex digits), zero, or not below the
+    secp256k1 group order. Its message says which rule the key breaks, never the key nor
+    any part of it."""
+
+
+def check_private_key(private_key: bytes) -> bytes:
+    """``private_key`` (as ``bytes``) when it is a usable secp256k1 private key.
+
+    A private key is exactly 32 bytes, read as a big-endian number from 1 to ``n - 1``
+    (``n``: :data:`CURVE_ORDER`). Shorter byte strings are refused, not padded: a truncated
+    key has a trivially forgeable identity. Every function of the project that takes a
+    private key checks it here; :func:`parse_private_key` reads one written as text.
+
+    Raises:
+        InvalidPrivateKey: the key is not 32 bytes, is zero, or is ``n`` or more (the
+            message never quotes the key).
+
+    Examples:
+        >>> check_private_key((1).to_bytes(32, "big")).hex()[-4:]
+        '0001'
+        >>> check_private_key(b"\\x01")
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.keys.InvalidPrivateKey: a private key is exactly 32 bytes
+        >>> try:
+        ...     check_private_key(CURVE_ORDER.to_bytes(32, "big"))
+        ... except InvalidPrivateKey as exc:
+        ...     print(exc)
+        not a valid secp256k1 private key: it must be from 1 to n-1 (n: the group order)
+    """
+    if not isinstance(private_key, (bytes, bytearray)) or len(private_key) != 32:
+        raise InvalidPrivateKey("a private key is exactly 32 bytes")
+    if not 0 < int.from_bytes(private_key, "big") < CURVE_ORDER:
+        raise InvalidPrivateKey(
+            "not a valid secp256k1 private key: it must be from 1 to n-1 (n: the group order)")
+    return bytes(private_key)
+
+
+def parse_private_key(text: str) -> bytes:
+    """The private key written as ``text``: exactly 64 hex digits (either case; no ``0x``,
+    no spaces), checked by :func:`check_private_key`.
+
+    A caller reading a key from a file strips the line end (and surrounding blanks) first.
+
+    Raises:
+        InvalidPrivateKey: ``text`` is not 64 hex digits, or not a valid key (the message
+            never quotes it).
+
+    Examples:
+        >>> parse_private_key("00" * 31 + "01") == (1).to_bytes(32, "big")
+        True
+        >>> parse_private_key("01")
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.keys.InvalidPrivateKey: a private key is exactly 64 hex digits
+        >>> try:
+        ...     parse_private_key("00" * 32)
+        ... except InvalidPrivateKey as exc:
+        ...     print(exc)
+        not a valid secp256k1 private key: it must be from 1 to n-1 (n: the group order)
+    """
+    if not isinstance(text, str) or _PRIVATE_KEY_HEX.fullmatch(text) is None:
+        raise InvalidPrivateKey("a private key is exactly 64 hex digits")
+    return check_private_key(bytes.fromhex(text))
 
 
 def tagged_hash(tag: str, data: bytes) -> bytes:
@@ -46,8 +115,12 @@ def taptweak(internal_key: bytes) -> bytes:
 
 
 def internal_pubkey(private_key: bytes) -> bytes:
-    """The 32-byte x-only internal public key ``P`` of a private key (also the Nostr key)."""
-    return PublicKeyXOnly.from_secret(private_key).format()
+    """The 32-byte x-only internal public key ``P`` of a private key (also the Nostr key).
+
+    Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key (:func:`check_private_key`).
+    """
+    return PublicKeyXOnly.from_secret(check_private_key(private_key)).format()
 
 
 def tweak_public_key(internal_key: bytes) -> bytes:
@@ -62,7 +135,12 @@ def tweak_public_key(internal_key: bytes) -> bytes:
 
 
 def tweak_private_key(private_key: bytes) -> bytes:
-    """The private key of ``Q``: negate ``d`` if ``d*G`` has odd y, then add ``t`` (mod n)."""
+    """The private key of ``Q``: negate ``d`` if ``d*G`` has odd y, then add ``t`` (mod n).
+
+    Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key (:func:`check_private_key`).
+    """
+    private_key = check_private_key(private_key)
     xonly = PublicKeyXOnly.from_secret(private_key)
     secret = int.from_bytes(private_key, "big")
     if xonly.parity:  # odd y: BIP-340 uses the even-y representative

@@ -48,6 +48,7 @@ from snap_spark.protocol.errors import IdentityInvalid
 from snap_spark.protocol.jcs import MAX_SAFE_INTEGER
 from snap_spark.protocol.keys import (
     Network,
+    check_private_key,
     decode_p2tr,
     internal_pubkey,
     p2tr_address,
@@ -358,6 +359,8 @@ def sign_event(
     ``None``).
 
     Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key
+            (:func:`~snap_spark.protocol.keys.check_private_key`; the message never quotes it).
         ValueError: when the template's fields do not have NIP-01's shape.
 
     Examples:
@@ -366,6 +369,7 @@ def sign_event(
         >>> check_event(ev)
         ('ok', 'id and signature verified')
     """
+    private_key = check_private_key(private_key)
     event = {k: v for k, v in template.items() if k not in ("id", "sig")}
     event["pubkey"] = internal_pubkey(private_key).hex()
     event["id"] = event_id(event)
@@ -427,6 +431,8 @@ def build_card_event(
     is signed with the *untweaked* key (NIP-01).
 
     Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key
+            (:func:`~snap_spark.protocol.keys.check_private_key`; the message never quotes it).
         ValueError: when the card holds NaN or infinity, or a string with a lone surrogate.
 
     Examples:

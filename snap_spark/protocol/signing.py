@@ -23,7 +23,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from snap_spark.protocol.jcs import canonicalize
-from snap_spark.protocol.keys import decode_p2tr, tweak_private_key, xonly_key
+from snap_spark.protocol.keys import (
+    check_private_key,
+    decode_p2tr,
+    tweak_private_key,
+    xonly_key,
+)
 
 
 def signature_input(
@@ -67,6 +72,10 @@ def sign_digest(digest: bytes, private_key: bytes, aux: bytes | None = None) -> 
     """BIP-340 signature (128 lowercase hex) of a 32-byte digest with the *tweaked* key.
 
     ``aux`` is the 32-byte auxiliary randomness; ``None`` draws it from ``os.urandom``.
+
+    Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key
+            (:func:`~snap_spark.protocol.keys.check_private_key`; the message never quotes it).
     """
     from coincurve import PrivateKey
 
@@ -77,7 +86,13 @@ def sign_digest(digest: bytes, private_key: bytes, aux: bytes | None = None) -> 
 def sign_message(
     message: Mapping[str, Any], private_key: bytes, aux: bytes | None = None
 ) -> dict[str, Any]:
-    """Return a copy of ``message`` with ``sig`` set (any old ``sig`` is replaced)."""
+    """Return a copy of ``message`` with ``sig`` set (any old ``sig`` is replaced).
+
+    Raises:
+        InvalidPrivateKey: ``private_key`` is not a valid key
+            (:func:`~snap_spark.protocol.keys.check_private_key`), checked before the message.
+    """
+    private_key = check_private_key(private_key)
     signed = {k: v for k, v in message.items() if k != "sig"}
     signed["sig"] = sign_digest(message_digest(signed), private_key, aux)
     return signed

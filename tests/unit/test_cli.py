@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 from snap_spark.cli import main
-from tests.unit.helpers import ADDR_A, PRIV_A, T0, envelope, message, signed
+from snap_spark.protocol import keys
+from tests.unit.helpers import (
+    ADDR_A,
+    BAD_KEY_TEXTS,
+    EDGE_KEY_TEXTS,
+    PRIV_A,
+    T0,
+    assert_not_quoted,
+    envelope,
+    message,
+    signed,
+)
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -93,6 +104,91 @@ def test_keygen_and_sign_round_trip(tmp_path: Path) -> None:
 def test_sign_refuses_a_key_that_is_not_from(tmp_path: Path) -> None:
     proc = run("sign", "-", "--key", "0b" * 32, stdin=json.dumps(message()).encode())
     assert proc.returncode == 2 and b"not the address of this key" in proc.stderr
+
+
+def _write_key_file(path: Path, text: str) -> Path:
+    path.write_text(text + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def _keygen(key: str, _: Path) -> subprocess.CompletedProcess[bytes]:
+    return run("keygen", "--private-key", key)
+
+
+def _sign_key(key: str, _: Path) -> subprocess.CompletedProcess[bytes]:
+    return run("sign", "-", "--key", key, "--zero-aux",
+               stdin=json.dumps(message(**{"from": None})).encode())
+
+
+def _sign_key_file(key: str, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    path = _write_key_file(tmp_path / "agent.key", key)
+    return run("sign", "-", "--key-file", str(path), "--zero-aux",
+               stdin=json.dumps(message(**{"from": None})).encode())
+
+
+KEY_COMMANDS = {"keygen --private-key": _keygen, "sign --key": _sign_key,
+                "sign --key-file": _sign_key_file}
+
+
+@pytest.mark.parametrize("command", KEY_COMMANDS)
+@pytest.mark.parametrize("bad", BAD_KEY_TEXTS)  # ids are the names: no key in test output
+def test_commands_refuse_a_key_that_is_not_64_hex_digits_of_a_valid_key(
+    command: str, bad: str, tmp_path: Path
+) -> None:
+    key = BAD_KEY_TEXTS[bad]
+    proc = KEY_COMMANDS[command](key, tmp_path)
+    assert proc.returncode == 2  # the usage error's status (docs/cli.md)
+    assert proc.stdout == b""
+    said = proc.stderr.decode()
+    assert said.endswith("\n") and said.count("\n") == 1, "one line"
+    assert said.startswith(f"snap-spark {command.split()[0]}: bad ")
+    assert ("64 hex digits" in said) != ("from 1 to n-1" in said)
+    assert_not_quoted(key, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("command", KEY_COMMANDS)
+@pytest.mark.parametrize("edge", EDGE_KEY_TEXTS)
+def test_commands_take_the_smallest_and_largest_keys(
+    command: str, edge: str, tmp_path: Path
+) -> None:
+    key = EDGE_KEY_TEXTS[edge]
+    proc = KEY_COMMANDS[command](key, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == b""
+    out = json.loads(proc.stdout)
+    address = keys.p2tr_address(keys.internal_pubkey(bytes.fromhex(key)))
+    if command == "keygen --private-key":
+        assert out["private_key"] == key and out["p2tr_address"] == address
+    else:
+        checked = verdicts(_check(tmp_path, out))
+        assert out["from"] == address and [r["verdict"] for r in checked] == ["valid"]
+
+
+def _check(tmp_path: Path, msg: dict[str, object]) -> bytes:
+    path = tmp_path / "signed.jsonl"
+    path.write_bytes(envelope(msg) + b"\n")
+    return run("check", str(path)).stdout
+
+
+def test_an_empty_key_is_refused_not_replaced_by_a_new_one(tmp_path: Path) -> None:
+    for proc in (_keygen("", tmp_path), _sign_key("", tmp_path),
+                 _sign_key_file("", tmp_path)):
+        assert proc.returncode == 2 and proc.stdout == b""
+        assert proc.stderr.count(b"\n") == 1 and b"64 hex digits" in proc.stderr
+
+
+def test_a_key_file_of_undecodable_bytes_is_refused_without_quoting_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agent.key"
+    path.write_bytes(b"\xc3\xa9" + b"0a" * 31)
+    proc = run("sign", "-", "--key-file", str(path),
+               stdin=json.dumps(message(**{"from": None})).encode())
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr == b"snap-spark sign: bad key: a private key is exactly 64 hex digits\n"
+    missing = run("sign", "-", "--key-file", str(tmp_path / "none"), stdin=b"{}")
+    assert missing.returncode == 2 and missing.stderr.count(b"\n") == 1
+    assert b"cannot read the key file" in missing.stderr
 
 
 def test_help_explains_the_clock() -> None:

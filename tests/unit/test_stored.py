@@ -22,7 +22,7 @@ from snap_spark.nostr.stored import (
     StoredCheck,
     check_stored_event,
 )
-from snap_spark.protocol.keys import internal_pubkey, p2tr_address
+from snap_spark.protocol.keys import InvalidPrivateKey, internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import sign_event
 from snap_spark.protocol.signing import sign_message
 from snap_spark.protocol.validate import MissingReceiptTime
@@ -31,8 +31,10 @@ from snap_spark.samples.nostr import (
     generate_nostr,
     nip44_conversation_key,
     nip44_encrypt,
+    read_keyring,
     write_nostr_sample,
 )
+from tests.unit.helpers import BAD_KEY_BYTES, BAD_KEY_TEXTS, EDGE_KEY_TEXTS, assert_not_quoted
 
 #: labels the event-level rules decide alone (the rest need the message pipeline or the
 #: other copies of an event)
@@ -201,3 +203,48 @@ def test_zero_key_is_refused(tmp_path: Path) -> None:
     os.close(fd)
     with pytest.raises(KeyringError, match="not a valid secp256k1 private key"):
         Keyring.load(str(path))
+
+
+def _private_file(path: Path, text: str) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, text.encode())
+    os.close(fd)
+    return path
+
+
+@pytest.mark.parametrize("bad", BAD_KEY_TEXTS)  # ids are the names: no key in test output
+def test_keyring_refuses_a_line_that_is_not_64_hex_digits_of_a_valid_key(
+    bad: str, tmp_path: Path
+) -> None:
+    key = BAD_KEY_TEXTS[bad]
+    path = _private_file(tmp_path / "ring", f"# mine\n{'0a' * 32}\n\n{key}\n")
+    with pytest.raises(KeyringError) as refused:
+        Keyring.load(str(path))
+    said = str(refused.value)
+    assert said.startswith(f"keyring {path}, line 4: ") and "\n" not in said
+    assert ("64 hex digits" in said) != ("from 1 to n-1" in said)
+    assert_not_quoted(key, said.replace(str(path), ""))
+    # the sample's reader of keyring files refuses it too
+    with pytest.raises(InvalidPrivateKey) as also:
+        read_keyring(str(path))
+    assert str(also.value).startswith(f"{path} line 4: ")
+    assert_not_quoted(key, str(also.value).replace(str(path), ""))
+
+
+@pytest.mark.parametrize("edge", EDGE_KEY_TEXTS)
+def test_keyring_takes_the_smallest_and_largest_keys(edge: str, tmp_path: Path) -> None:
+    # 1 and n-1 share their x-only key (n-1 = -1): one file each
+    text = EDGE_KEY_TEXTS[edge]
+    path = _private_file(tmp_path / "ring", f"# either case, blanks around\n  {text.upper()}\t\n")
+    ring = Keyring.load(str(path))
+    assert ring.recipients() == [internal_pubkey(bytes.fromhex(text)).hex()]
+    assert read_keyring(str(path)) == [bytes.fromhex(text)]
+
+
+@pytest.mark.parametrize("bad", BAD_KEY_BYTES)
+def test_a_keyring_of_keys_refuses_a_key_that_is_not_32_bytes_of_a_valid_key(bad: str) -> None:
+    with pytest.raises(InvalidPrivateKey) as refused:
+        Keyring([PRIV_B, BAD_KEY_BYTES[bad]])
+    assert_not_quoted(BAD_KEY_BYTES[bad].hex(), str(refused.value))
+    for text in EDGE_KEY_TEXTS.values():
+        assert internal_pubkey(bytes.fromhex(text)).hex() in Keyring([PRIV_B, bytes.fromhex(text)])

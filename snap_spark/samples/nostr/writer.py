@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from snap_spark.protocol.keys import InvalidPrivateKey, parse_private_key
 from snap_spark.samples.nostr.config import (
     EVENT_LABELS,
     WELL_KNOWN_LABELS,
@@ -47,7 +48,9 @@ def read_keyring(path: str) -> list[bytes]:
     """The private keys of a keyring file (``#`` lines and blank lines skipped).
 
     Raises:
-        ValueError: a line is not 64 hex characters.
+        InvalidPrivateKey: a line is not a valid private key of exactly 64 hex digits
+            (:func:`snap_spark.protocol.keys.parse_private_key`); the message names the
+            line, never the key.
 
     Examples:
         >>> import tempfile
@@ -58,14 +61,16 @@ def read_keyring(path: str) -> list[bytes]:
         ['0a0a']
     """
     keys = []
-    with open(path, encoding="ascii") as handle:
+    # errors="replace": a decoding error would quote the byte; U+FFFD is refused as not hex
+    with open(path, encoding="ascii", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             text = line.strip()
             if not text or text.startswith("#"):
                 continue
-            if len(text) != 64:
-                raise ValueError(f"{path} line {number}: a key is 64 hex characters")
-            keys.append(bytes.fromhex(text))
+            try:
+                keys.append(parse_private_key(text))
+            except InvalidPrivateKey as exc:
+                raise InvalidPrivateKey(f"{path} line {number}: {exc}") from None
     return keys
 
 
