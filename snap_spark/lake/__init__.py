@@ -315,7 +315,9 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
                where: Any = None) -> Any:
     """A Delta table (``columns`` only, at ``version`` when given, the rows matching the
     ``pyarrow.compute`` expression ``where`` when given) as a ``pyarrow.Table`` read on the
-    driver by delta-rs, whichever backend wrote it; ``None`` when there is no table.
+    driver by delta-rs, whichever backend wrote it; ``None`` when there is no table. The
+    files read are kept (:mod:`snap_spark.lake.file_cache`): reading the table again reads
+    only the files added since.
 
     Examples:
         >>> read_arrow("/nowhere/lake/messages") is None
@@ -327,6 +329,15 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
     table = table_at(storage.delta_table_uri(path), version)
     if table is None:
         return None
+    # the files of the table this process read before are not read again (file_cache)
+    from snap_spark.lake.file_cache import scan_columns
+
+    names = list(columns) if columns is not None else _schema_names(table)
+    scanned = scan_columns(table, storage.delta_table_uri(path), list(dict.fromkeys(
+        [*names, *_fields_named(where, _schema_names(table))])))
+    if scanned is not None:
+        return (scanned if where is None else scanned.filter(where)).select(names)
+    # a table that cannot be read file by file
     if columns is None:
         return table.to_pyarrow_table(filters=where)
     # The dataset of only the columns read and filtered on: delta-rs attaches each file's
@@ -380,6 +391,11 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
         return frame, None
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     return frame, frame.count()
+
+
+def _schema_names(table: Any) -> list[str]:
+    """The column names of a delta-rs table's schema, in order."""
+    return [field.name for field in table.schema().fields]
 
 
 def _fields_named(where: Any, names: Sequence[str]) -> set[str]:

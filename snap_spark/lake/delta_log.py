@@ -8,6 +8,7 @@ so tables on S3-compatible stores open with the same settings the data files are
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -39,6 +40,14 @@ class RemovedFile:
 
 #: Commit attempts when concurrent writers keep winning the race for the next version.
 MAX_COMMIT_ATTEMPTS = 10
+
+#: A commit of :func:`commit_files` that makes a version divisible by this writes a log
+#: checkpoint. delta-rs's own interval is 100 versions, and bringing a table object up to
+#: date (:func:`latest_table`) replays every commit since the last checkpoint: 3 ms 25
+#: commits after one, 30 ms 99 after, on two cores. A live stream commits each table about
+#: once a second and looks at it ten times a micro-batch, so at 100 its micro-batches grew
+#: from 0.3 s to 1.5 s before each checkpoint; at 10 (delta-spark's default) they stay flat.
+CHECKPOINT_EVERY = 10
 
 
 def delta_location(uri: str) -> tuple[str, dict[str, str]]:
@@ -315,7 +324,8 @@ def table_row_count(uri: str, version: int | None = None) -> int | None:
     table = table_at(uri, version)
     if table is None:
         return None
-    counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    # (unflattened: the per-column statistics stay structs, six times faster to hand over)
+    counts = pa.table(table.get_add_actions(flatten=False)).column("num_records")
     if counts.null_count:
         return None
     return int(sum(counts.to_pylist()))
@@ -463,7 +473,7 @@ def commit_files(
             return False
         if removes:
             held = {unquote(p) for p in
-                    table.get_add_actions(flatten=True).column("path").to_pylist()}
+                    table.get_add_actions(flatten=False).column("path").to_pylist()}
             gone = [r.path for r in removes if r.path not in held]
             if gone:
                 raise LakeError(f"table at {uri} no longer holds {gone[0]} (changed by "
@@ -478,12 +488,12 @@ def commit_files(
                 partition_by=table_partitions,
                 commit_properties=properties,
             )
-            return True
         except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
             if read_version is not None:
                 raise VersionConflict(f"another writer committed version {read_version + 1} "
                                       f"of {uri} first") from error
             last_error = error
+            continue
         except DeltaError as error:
             # with no retry allowed, delta-rs may report the lost race as a plain error
             latest = open_table(uri)
@@ -492,7 +502,22 @@ def commit_files(
                 raise VersionConflict(f"another writer committed version {read_version + 1} "
                                       f"of {uri} first") from error
             raise
+        checkpoint_on_interval(uri)
+        return True
     raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+
+
+def checkpoint_on_interval(uri: str) -> None:
+    """Write a log checkpoint when the table's latest version is a multiple of
+    :data:`CHECKPOINT_EVERY` (the commit just made, unless another writer's came after
+    it). A checkpoint only summarises the log: one that fails is left to the next."""
+    from deltalake.exceptions import DeltaError
+
+    table = latest_table(uri)  # brought up to date: includes the commit just made
+    if table is None or table.version() <= 0 or table.version() % CHECKPOINT_EVERY:
+        return
+    with contextlib.suppress(DeltaError, OSError):
+        table.create_checkpoint()
 
 
 def table_version(uri: str) -> int:

@@ -58,6 +58,7 @@ from snap_spark.lake.delta_log import (
     MAX_COMMIT_ATTEMPTS,
     RemovedFile,
     check_same_table,
+    checkpoint_on_interval,
     commit_files,
     files_added_since,
     latest_table,
@@ -415,8 +416,8 @@ class DeltaRsLake:
         return table_exists(table_uri(path))
 
     def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
-        """Distinct values of ``column`` read by delta-rs's own engine on the driver (one
-        column, no Spark job); see :meth:`Lake.distinct_values`.
+        """Distinct values of ``column`` read on the driver (one column, no Spark job); see
+        :meth:`Lake.distinct_values`.
 
         Examples:
             >>> DeltaRsLake().distinct_values(None, "/nowhere/at/all", "file_key")
@@ -425,9 +426,17 @@ class DeltaRsLake:
         import pyarrow as pa
         from deltalake import QueryBuilder
 
-        table = open_table(table_uri(path))
+        from snap_spark.lake import file_cache
+
+        uri = table_uri(path)
+        table = latest_table(uri)
         if table is None:
             return set()
+        # each file's distinct values are kept (snap_spark.lake.file_cache): a job that asks
+        # again after its commit reads only the new files, not the whole column again
+        kept = file_cache.distinct_values(table, uri, column)
+        if kept is not None:
+            return kept
         name = '"' + column.replace('"', '""') + '"'
         result = QueryBuilder().register("t", table).execute(f"select distinct {name} from t")
         return set(pa.table(result.read_all()).column(0).to_pylist())
@@ -531,6 +540,7 @@ def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
     )
     delete_data_files(change.root, change.files)  # the merge copied their rows
     if write_committed(uri, write_id, start_version):
+        checkpoint_on_interval(uri)
         return True
     # a merge that changes nothing commits nothing: record the transaction anyway
     return _commit_in_place(dataclasses.replace(adding, files=()))

@@ -468,8 +468,14 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
         return
     schema = TABLES[table]
     path = storage.join(lake_dir, table)
-    keys = spark.createDataFrame(pa.table({key: pa.array(sorted({r[key] for r in rows}),
-                                                         pa.string())}))
+    wanted = sorted({r[key] for r in rows})
+    # the keys as Arrow, not a DataFrame: the backends take them on the driver, without
+    # a Spark job per commit (about 0.1 s each, three a live micro-batch)
+    keys: pa.Table | None = pa.table({key: pa.array(wanted, pa.string())})
+    if _on_driver(path) and not _lookup(spark, lake, path, key, wanted, columns=(key,)):
+        # none of the keys is in the table (a small one, looked at on the driver, under the
+        # commit lease): appending is replacing, without a merge over the table's files
+        keys = None
     done = commit_rows(
         spark, lake, path, lake.data_root(path, staging),
         pa.RecordBatch.from_pylist(list(rows), schema=to_arrow(schema)), schema=schema,
@@ -493,9 +499,11 @@ def _receipt(entry: Folded, settings: VerifySettings) -> float | None:
 
 
 def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded, float, str]],
-                settings: VerifySettings) -> dict[str, dict[str, Any]]:
+                settings: VerifySettings, *, catch_up_tasks: bool = True
+                ) -> dict[str, dict[str, Any]]:
     """Land bound stored messages (``(event, receipt time, inner text)``) through the batch
-    job, unless ``messages`` holds them already; the ``messages`` row of each by event id."""
+    job, unless ``messages`` holds them already; the ``messages`` row of each by event id.
+    ``catch_up_tasks`` is the batch job's (:func:`snap_spark.pipeline.job.run`)."""
     from snap_spark.lake import get_lake
     from snap_spark.pipeline.job import reverify, run
 
@@ -525,7 +533,7 @@ def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded
         filesystem, local = storage.resolve(location)
         with filesystem.open_output_stream(local) as out:
             out.write(body)
-        run(spark, [location], lake_dir, settings)
+        run(spark, [location], lake_dir, settings, catch_up_tasks=catch_up_tasks)
     return {sources[source]: row
             for source, row in _landed_messages(spark, lake, lake_dir, sources).items()}
 
@@ -720,14 +728,16 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
 def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, Any]], *,
                 keyring: Keyring, settings: VerifySettings, stored_clock: str = "event",
                 well_known_rows: Sequence[Mapping[str, Any]] = (),
-                ingest_id: str | None = None, result: IngestResult | None = None
-                ) -> IngestResult:
+                ingest_id: str | None = None, result: IngestResult | None = None,
+                catch_up_tasks: bool = True) -> IngestResult:
     """Steps 2 to 5 of the module docstring over checked copies (:data:`CHECKED` rows, from
     archive lines or relay deliveries): fold, decide, land the stored messages, settle the
     cards and commit the three Nostr tables. ``settings`` must be decided already
     (:func:`snap_spark.pipeline.job.decided_settings`); ``ingest_id`` names the commits (a
     live stream gives one per micro-batch, so a replayed micro-batch writes nothing new);
-    ``well_known_rows`` are :func:`snap_spark.nostr.wellknown.read_well_known` rows.
+    ``well_known_rows`` are :func:`snap_spark.nostr.wellknown.read_well_known` rows;
+    ``catch_up_tasks`` ``False`` leaves the task tables to the caller's
+    :class:`snap_spark.pipeline.tasks.TasksFollower` (the live stream's).
 
     Folding, deciding and the replacing commits are idempotent: the same copies landed
     again change nothing.
@@ -750,7 +760,7 @@ def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, 
         out, existing, cards = _decide_and_commit(
             spark, lake, lake_dir, folded, held, keyring=keyring, settings=settings,
             stored_clock=stored_clock, well_known_rows=well_known_rows, ingest_id=ingest_id,
-            now=now, result=result)
+            now=now, result=result, catch_up_tasks=catch_up_tasks)
     new_rows = [r for k, r in out.items() if k not in existing]
     result.events += len(out)
     result.new_events += len(new_rows)
@@ -766,7 +776,7 @@ def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
                        folded: dict[str, Folded], held: HeldLease, *, keyring: Keyring,
                        settings: VerifySettings, stored_clock: str,
                        well_known_rows: Sequence[Mapping[str, Any]], ingest_id: str,
-                       now: dt.datetime, result: IngestResult
+                       now: dt.datetime, result: IngestResult, catch_up_tasks: bool
                        ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]],
                                   dict[str, list[dict[str, Any]]]]:
     """Steps 3 to 5 of :func:`land_copies`, with the lake's commit lease ``held``: the
@@ -807,7 +817,8 @@ def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
         if entry.event is not None and entry.event.get("kind") == CARD_KIND:
             cards_new.append(_card_history(entry, verdict, detail, ingest_id))
     if bound:
-        delivered = land_stored(spark, lake_dir, bound, settings)
+        delivered = land_stored(spark, lake_dir, bound, settings,
+                                catch_up_tasks=catch_up_tasks)
         log(f"stored messages: {len(delivered)} of {len(bound)} in messages")
         for entry, _at, _inner in bound:
             message = delivered.get(entry.key)

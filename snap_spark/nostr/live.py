@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from snap_spark.nostr.stored import Keyring
     from snap_spark.nostr.tap import RelayTap
+    from snap_spark.pipeline.tasks import TasksFollower
     from snap_spark.settings import VerifySettings
 
 #: The short name the spool source is registered under.
@@ -175,6 +176,26 @@ class LiveResult:
     seconds: float = 0.0
 
 
+def warm_up(spark: SparkSession) -> float:
+    """Start the Python workers the micro-batches' check runs in and load the code that
+    lands a micro-batch, before the tap goes live; returns the seconds it took.
+
+    Without it, the first micro-batch pays both (about 1.3 s of Python worker start and
+    imports on two cores) while the deliveries of those seconds wait in the spool.
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    import snap_spark.pipeline.job  # noqa: F401 - the batch job every micro-batch runs
+    from snap_spark.nostr.ingest import CHECKED
+
+    started = time.monotonic()
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    lines = [(n, b"") for n in range(parallelism)]
+    (spark.createDataFrame(lines, SOURCE_SCHEMA).repartition(parallelism)
+     .mapInArrow(check_spool_lines, from_arrow_schema(CHECKED)).toArrow())
+    return time.monotonic() - started
+
+
 def batch_ingest_id(query: str, batch_id: int) -> str:
     """The ``ingest_id`` of a micro-batch's commits: the same when the micro-batch is run
     again (so its Delta app transactions are skipped), and different from every other
@@ -200,9 +221,10 @@ class LiveCommitter:
     """The ``foreachBatch`` function of the live stream (see the module docstring)."""
 
     def __init__(self, spark: SparkSession, plan: LivePlan, settings: VerifySettings,
-                 tap: RelayTap | None, result: LiveResult) -> None:
+                 tap: RelayTap | None, result: LiveResult,
+                 tasks: TasksFollower | None = None) -> None:
         self.spark, self.plan, self.settings, self.tap = spark, plan, settings, tap
-        self.result = result
+        self.result, self.tasks = result, tasks
         self.query_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -222,8 +244,10 @@ class LiveCommitter:
         ingest_id = batch_ingest_id(self.query_id, batch_id)
         done = land_copies(self.spark, self.plan.lake_dir, rows, keyring=self.plan.keyring,
                            settings=self.settings, stored_clock=self.plan.stored_clock,
-                           ingest_id=ingest_id)
+                           ingest_id=ingest_id, catch_up_tasks=self.tasks is None)
         committed = time.time()
+        if self.tasks is not None and done.messages_landed:
+            self.tasks.poke()
         waits = [committed - r["received_at"] for r in rows if r["received_at"] is not None]
         result = self.result
         result.batches += 1
@@ -295,6 +319,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     from snap_spark.nostr.tap import RelayTap
     from snap_spark.pipeline.queries import configure_checkpoint_files, stream_settings
     from snap_spark.pipeline.runs import clean_leftovers
+    from snap_spark.pipeline.tasks import TasksFollower
 
     settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
@@ -325,12 +350,17 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
         raise UsageError(f"{exc}: one stream per spool (another stream_nostr on this "
                          "checkpoint?)") from None
     tap: RelayTap | None = None
+    # the task tables are caught up on a thread of their own, after the micro-batches'
+    # commits instead of inside them (what a crash leaves, the next catch-up takes)
+    tasks = TasksFollower(spark, plan.lake_dir)
+    stopped = False
     try:
         recipients = None if plan.all_messages else plan.keyring.recipients()
         tap = RelayTap(plan.relays, spool, recipients=recipients, since=since,
                        overlap=plan.overlap, max_backoff=plan.max_backoff,
                        on_change=_RelayLog())
-        committer = LiveCommitter(spark, plan, settings, tap, result)
+        committer = LiveCommitter(spark, plan, settings, tap, result, tasks)
+        log(f"warmed up in {warm_up(spark):.1f}s (Python workers and landing code)")
         reader = spark.readStream.format(SOURCE_NAME).option("path", plan.spool)
         if plan.max_batch_bytes:
             reader = reader.option("maxBytes", str(plan.max_batch_bytes))
@@ -341,6 +371,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
                  .queryName("snap-spark stream_nostr")
                  .trigger(processingTime=plan.trigger)
                  .start())
+        tasks.start()
         tap.start()
         log(f"live stream started: query id {query.id}, relays {', '.join(plan.relays)}, "
             f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}, "
@@ -356,7 +387,12 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
         failure = query.exception()
         if failure is not None:
             raise RuntimeError(f"the live stream failed: {failure}")
+        stopped = True
+        tasks.close()  # the last catch-up: the tables hold every committed report
     finally:
+        if not stopped:  # an error on its way out: only stop the thread
+            with contextlib.suppress(BaseException):
+                tasks.close(catch_up=False)
         if tap is not None:
             tap.stop()
             result.relays = tap.status()

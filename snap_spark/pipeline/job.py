@@ -85,12 +85,18 @@ def run(
     inputs: Sequence[str],
     lake_dir: str,
     settings: VerifySettings | None = None,
+    *,
+    catch_up_tasks: bool = True,
 ) -> JobResult:
     """Verify ``inputs`` and append new files' lines to ``raw_messages`` and ``messages``.
 
     One pass reads, checks and writes every line (:mod:`snap_spark.pipeline.land`); the
     replay fold runs on a narrow projection after one shuffle; the ``messages`` files get
-    their final verdicts; the driver commits each table once.
+    their final verdicts; the driver commits each table once. With ``catch_up_tasks``
+    (the default) the task tables are then brought up to ``messages``
+    (:func:`snap_spark.pipeline.tasks.catch_up_tasks`); a caller that keeps them caught up
+    on a thread of its own (:class:`snap_spark.pipeline.tasks.TasksFollower`) passes
+    ``False``.
 
     Raises:
         FileNotFoundError: an input path does not exist, or holds no input files.
@@ -253,7 +259,8 @@ def run(
             txn=lambda _table, these: (batch_app_id(these), 1), info=info,
             raw_root=raw_root,
             ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
-            ledger_keys=list(keys.values()), files_absent_at=msg_version, started=started),
+            ledger_keys=list(keys.values()), files_absent_at=msg_version, started=started,
+            catch_up_tasks=catch_up_tasks),
             result)
     except BaseException:
         _remove_tree(staging)
