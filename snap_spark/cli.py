@@ -378,8 +378,9 @@ def _add_lake(sub: Any) -> None:
             "check: open every Delta table of the lake and say, per table, its version or "
             "what is damaged (exit 1 when one is). "
             "clean: delete the uncommitted data files and staging folders that runs killed "
-            "before their commits left in a lake (runs still writing are left alone; files "
-            "the Delta log references and files snap-spark did not write are never touched)."
+            "before their commits left in a lake, in every table a job writes (runs still "
+            "writing are left alone; files the Delta log references and files snap-spark did "
+            "not write are never touched)."
         ),
     )
     p.add_argument("action", choices=["check", "clean"], help="what to do")
@@ -406,9 +407,8 @@ def cmd_lake(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.action == "check":
         return _check_lake(lake)
-    cleaned = clean_leftovers(lake, ["raw_messages", "messages", "ingested_files"],
-                              dry_run=args.dry_run,
-                              stale_after=stale_after)
+    # every table a job writes (runs.swept_tables), and the runs' staging folders
+    cleaned = clean_leftovers(lake, dry_run=args.dry_run, stale_after=stale_after)
     verb = "would remove" if args.dry_run else "removed"
     for path in [*cleaned.files, *cleaned.staging]:
         print(f"{verb} {path}")

@@ -702,9 +702,8 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
         raise UsageError("give --input PATH, --relay URL or --well-known PATH")
     settings = decided_settings(settings, spark)  # validated, the run's "now" fixed, as the job's
     keyring = keyring or Keyring([])
-    # what a killed run left uncommitted in the Nostr tables (the messages landing sweeps
-    # its own tables)
-    clean_leftovers(lake_dir, NOSTR_TABLES)
+    # what a killed run left uncommitted in any table of the lake
+    clean_leftovers(lake_dir)
     started = time.monotonic()
     result = IngestResult()
     ingest_id = uuid.uuid4().hex

@@ -314,7 +314,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     stop (SIGTERM, SIGINT): the tap stops first, then the query takes what the spool holds
     and stops."""
     from snap_spark.lake import get_lake
-    from snap_spark.nostr.ingest import NOSTR_TABLES, resume_points
+    from snap_spark.nostr.ingest import resume_points
     from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
     from snap_spark.nostr.tap import RelayTap
     from snap_spark.pipeline.queries import configure_checkpoint_files, stream_settings
@@ -324,9 +324,8 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
     lake = get_lake(spark)
-    # what a killed run left uncommitted in the Nostr tables (the messages landing sweeps
-    # its own tables)
-    clean_leftovers(plan.lake_dir, NOSTR_TABLES)
+    # what a killed run left uncommitted in any table of the lake
+    clean_leftovers(plan.lake_dir)
     configure_checkpoint_files(spark, plan.checkpoint)
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     with contextlib.suppress(Exception):  # registered already in this session

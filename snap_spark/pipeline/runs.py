@@ -7,17 +7,22 @@ Parquet reader of the folder would count them, and they take space forever.
 
 So every run first writes a marker ``<lake>/_snap_runs/<ingest id>.json`` (host, process id
 and its start time), names every data file it writes ``part-<run tag>-...`` and deletes the
-marker when it ends, committed or failed. :func:`clean_leftovers` (run at the start of every
-landing run, and by ``snap-spark lake clean``) looks at the markers of runs that are over
-(their process is gone on this host, or the marker is older than ``stale_after`` seconds
-for runs of other hosts) and deletes, for each: the data files in the table folders whose
-names carry that run's tag and that no commit of the Delta log references, and its staging
-folder. It never deletes a file the log references, nor a file another run or another
+marker when it ends, committed or failed. The task tables' catch-up after a landing
+(:func:`snap_spark.pipeline.tasks.catch_up_tasks`), a task rebuild and each Nostr commit
+are runs of their own, with their own marker and tag. :func:`clean_leftovers` (run at the
+start and end of every landing run, and by ``snap-spark lake clean``) looks at the markers
+of runs that are over (their process is gone on this host, or the marker is older than
+``stale_after`` seconds for runs of other hosts) and deletes, for each: the data files in
+the folder of every table a job writes (:func:`swept_tables`) whose names carry that
+run's tag and that no commit of the Delta log references, and its staging folder. It
+never deletes a file the log references, nor a file a running run, another run or another
 program wrote.
 
 Examples:
     >>> run_tag("0123456789abcdef0123456789abcdef")
     '0123456789abcdef'
+    >>> swept_tables()[:3]
+    ['raw_messages', 'messages', 'ingested_files']
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ def run_tag(ingest_id: str) -> str:
 def file_prefix(ingest_id: str, part: str) -> str:
     """File name prefix of the data files one task of a run writes."""
     return f"part-{run_tag(ingest_id)}-{part}"
+
+
+def swept_tables(tables: Sequence[str] = ()) -> list[str]:
+    """The table folders (names under the lake) a sweep looks in: every table a job writes
+    (:data:`snap_spark.schemas.tables.TABLES`), then ``tables`` not among them.
+
+    Every sweep looks in all of them, whatever the caller writes: a run may have written
+    into several tables (the Nostr ingestion lands messages and refreshes tasks too), and
+    a sweep that removed a marker after looking in some tables only would leave that
+    run's files in the others for good.
+    """
+    from snap_spark.schemas.tables import TABLES
+
+    return list(dict.fromkeys([*TABLES, *tables]))
 
 
 @dataclass
@@ -176,15 +195,32 @@ class Cleaned:
                 f"{len(self.running)} run(s) still writing")
 
 
-def clean_leftovers(lake: str, tables: Sequence[str], *, dry_run: bool = False,
+def clean_leftovers(lake: str, tables: Sequence[str] = (), *, dry_run: bool = False,
                     stale_after: float = DEFAULT_STALE_AFTER, skip: Sequence[str] = (),
                     forget: bool = True) -> Cleaned:
     """Remove what runs that are over left uncommitted in ``lake`` (see the module doc).
 
-    ``tables`` are the table folder names to look in; ``skip`` run ids to leave alone (the
+    The folders of every table a job writes are looked in, and ``tables`` (folder names
+    under the lake) besides (:func:`swept_tables`); ``skip`` run ids to leave alone (the
     caller's own run). With ``forget=False`` the markers of the runs cleaned stay, so a
     later sweep (a run sweeps when it starts and again when it ends) also removes what their
     last workers finished writing after the first one.
+
+    Examples:
+        A killed run's marker, and a file it wrote into ``tasks`` that no commit names:
+
+        >>> lake = tmp / "lake"
+        >>> (lake / "_snap_runs").mkdir(parents=True)
+        >>> dead = RunMarker("d" * 32, pid=2**22 + 17)  # no such process
+        >>> _ = (lake / "_snap_runs" / f"{dead.ingest_id}.json").write_bytes(dead.to_json())
+        >>> (lake / "tasks").mkdir()
+        >>> left = lake / "tasks" / f"{file_prefix(dead.ingest_id, 't-0')}-x.parquet"
+        >>> _ = left.write_bytes(b"PAR1")  # no footer: killed while writing it
+        >>> cleaned = clean_leftovers(str(lake))  # looks in tasks unasked
+        >>> cleaned.runs == [dead.ingest_id], cleaned.files == [str(left)], left.exists()
+        (True, True, False)
+        >>> list((lake / "_snap_runs").iterdir())  # the marker of the run cleaned: gone
+        []
     """
     cleaned = Cleaned()
     runs_dir = storage.join(lake, RUNS_FOLDER)
@@ -211,7 +247,7 @@ def clean_leftovers(lake: str, tables: Sequence[str], *, dry_run: bool = False,
     if not markers:
         return cleaned
     tags = {run_tag(m.ingest_id) for _, m in markers}
-    for name in tables:
+    for name in swept_tables(tables):
         table = storage.join(lake, name)
         if storage.path_kind(table) != "dir":
             continue

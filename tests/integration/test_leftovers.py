@@ -1,0 +1,232 @@
+"""SIGKILL jobs (their whole process group) at every step of their way on one lake, then
+look at every table a job writes: after each kill, ``snap-spark lake clean --dry-run`` names
+every Parquet file of a table folder that no commit of its Delta log references; after the
+runs again, no such file is left anywhere, nor a staging file or a run marker, and the
+tables equal those of the same runs uninterrupted.
+
+The batch job lands one archive killed right after its lines in turn (``stage 1/4``,
+``stage 2/4``, ``stage 3/4``, ``tasks: … refreshed``), each kill followed by the next run
+of the same archive; then a second archive, killed after its ``stage 4/4`` line while its
+task catch-up writes ``task_events`` and ``tasks`` (at the first new data file there,
+before its commit); then Nostr ingestion, held still (:mod:`tests.hold`) and killed once
+the stored messages it lands are written, before their commit. Issue 47: the sweeps
+looked in ``raw_messages``, ``messages`` and ``ingested_files`` only (the batch job's,
+``lake clean``) or in the Nostr tables only (the ingestion's, which also forgets the
+markers it finds), so the catch-up's files were never named, and the ingestion's landing
+leftovers were forgotten; on that code this test fails at the task catch-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from snap_spark.cli import main as cli_main
+from snap_spark.samples.messages import SampleConfig, write_sample
+from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
+from snap_spark.schemas.tables import TABLES
+from tests.hold import HOLDING
+from tests.jobs import kill_when, start_job
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+#: Columns that name the run which wrote a row: they differ between any two runs.
+PER_RUN = ("ingest_id", "ingest_time")
+
+
+def referenced_files(table: Path) -> set[str]:
+    """Every data file (relative to the table) some version of its Delta log holds: the
+    files of each version by delta-rs, so files a later commit removed (and nothing has
+    vacuumed) count as the log's too. None without a log."""
+    if not (table / "_delta_log").is_dir():
+        return set()
+    latest = DeltaTable(str(table))
+    found: set[str] = set()
+    for version in range(latest.version() + 1):
+        at = DeltaTable(str(table), version=version)
+        found.update(str(Path(uri).relative_to(table)) for uri in at.file_uris())
+    return found
+
+
+def unreferenced(lake: Path) -> dict[str, set[str]]:
+    """Per table any job writes: the Parquet files in its folder (partitions included, its
+    ``_delta_log`` not) that no version of its Delta log references."""
+    out: dict[str, set[str]] = {}
+    for name in TABLES:
+        table = lake / name
+        on_disk = {str(p.relative_to(table)) for p in table.rglob("*.parquet")
+                   if "_delta_log" not in p.relative_to(table).parts}
+        stray = on_disk - referenced_files(table)
+        if stray:
+            out[name] = stray
+    return out
+
+
+def data_files(lake: Path) -> set[Path]:
+    """Every Parquet file under the folders of the tables any job writes."""
+    return {p for name in TABLES for p in (lake / name).rglob("*.parquet")}
+
+
+def kill_at_new_file(proc: subprocess.Popen[bytes], lake: Path, tables: tuple[str, ...],
+                     *, after: str | None = None, timeout: float = 120.0) -> str:
+    """SIGKILL the job's process group as soon as a Parquet file appears in the folder of
+    one of ``tables`` (none was there when this was called), once ``after`` was printed
+    (when given): a data file written and not committed yet. Its stderr is read on a
+    thread meanwhile (Spark's output must not fill the pipe); returns what it printed.
+    Fails if the job ends first."""
+    assert proc.stderr is not None
+    stderr = proc.stderr
+    seen: list[bytes] = []
+    said = threading.Event()
+
+    def drain() -> None:
+        for line in iter(stderr.readline, b""):
+            seen.append(line)
+            if after is not None and after.encode() in line:
+                said.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    before = {p for name in tables for p in (lake / name).rglob("*.parquet")}
+    deadline = time.monotonic() + timeout
+    hit: set[Path] = set()
+    while proc.poll() is None and time.monotonic() < deadline:
+        if after is None or said.is_set():
+            hit = {p for name in tables for p in (lake / name).rglob("*.parquet")} - before
+            if hit:
+                break
+        time.sleep(0.002)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    printed = b"".join(seen).decode(errors="replace")
+    assert hit, f"no new data file in {tables} before the job ended:\n{printed[-3000:]}"
+    return printed
+
+
+def check_dry_run_names_every_stray(lake: Path, capsys: pytest.CaptureFixture[str]
+                                    ) -> dict[str, set[str]]:
+    """``snap-spark lake clean --dry-run`` lists every Parquet file no log references, and
+    changes nothing; returns those files per table."""
+    stray = unreferenced(lake)
+    if not lake.is_dir():  # killed before it wrote anything
+        return stray
+    before = data_files(lake)
+    capsys.readouterr()
+    assert cli_main(["lake", "clean", "--lake", str(lake), "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    unnamed = sorted(f"{name}/{f}" for name, files in stray.items() for f in files
+                     if f"would remove {lake / name / f}" not in listed)
+    assert not unnamed, f"lake clean --dry-run does not name {unnamed}:\n{listed}"
+    assert data_files(lake) == before
+    return stray
+
+
+def tables(lake: Path) -> dict[str, list[str]]:
+    """Every table's rows without the columns naming their run, as sorted JSON (the lake's
+    path, in the source of the Nostr stored messages landed from an inbox there, as LAKE)."""
+    out = {}
+    for name in TABLES:
+        rows = delta_rows(lake / name) if (lake / name / "_delta_log").is_dir() else []
+        out[name] = sorted(
+            json.dumps({k: v for k, v in row.items() if k not in PER_RUN}, sort_keys=True,
+                       default=str).replace(str(lake), "LAKE") for row in rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("leftovers-in")
+    archives = [folder / "first.jsonl", folder / "second.jsonl"]
+    # the first (1,200 lines: landed on the driver) only goes through the stages; the
+    # second (8,000) leaves its task catch-up time enough to be killed while it writes
+    for seed, (path, lines) in enumerate(zip(archives, (1_200, 8_000), strict=True), 31):
+        write_sample(SampleConfig(agents=8, messages=lines, seed=seed), str(path),
+                     tasks_path=None)
+    nostr = output_paths(str(folder / "nostr"))
+    write_nostr_sample(NostrSampleConfig(cards=12, messages=60, well_known=6, seed=9),
+                       str(folder / "nostr"))
+    return {"archives": archives, "nostr": nostr}
+
+
+def nostr_args(paths: dict[str, str], lake: Path) -> list[str]:
+    return ["--lake", str(lake), "--input", paths["events"], "--keyring", paths["keyring"],
+            "--well-known", paths["well_known"]]
+
+
+def land_uninterrupted(spark: Any, inputs: dict[str, Any], lake: Path) -> None:
+    """The runs of the test, in its order, in this process (the session's settings are the
+    job processes': local[2], two shuffle partitions, delta-rs)."""
+    from snap_spark.nostr.ingest import ingest
+    from snap_spark.nostr.stored import Keyring
+    from snap_spark.pipeline.job import run
+
+    for archive in inputs["archives"]:
+        run(spark, [str(archive)], str(lake))
+    paths = inputs["nostr"]
+    ingest(spark, str(lake), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),
+           well_known=[paths["well_known"]])
+
+
+def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_reference(
+        spark: Any, inputs: dict[str, Any], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lake = tmp_path / "lake"
+    first, second = (str(a) for a in inputs["archives"])
+    left: dict[str, dict[str, set[str]]] = {}
+
+    def batch(archive: str) -> subprocess.Popen[bytes]:
+        return start_job("verify_messages.py", ["--input", archive, "--lake", str(lake)])
+
+    # the first archive, killed right after each line; each run again carries it further
+    # (after stage 3/4: its messages, then the task catch-up)
+    for text in ("stage 1/4", "stage 2/4", "stage 3/4", "tasks:"):
+        kill_when(batch(first), text)
+        left[text] = check_dry_run_names_every_stray(lake, capsys)
+    # the second, killed after stage 4/4 while its task catch-up writes (the tables exist:
+    # the catch-up is a merge, its files are those of a run of its own)
+    kill_at_new_file(batch(second), lake, ("task_events", "tasks"), after="stage 4/4")
+    left["stage 4/4, task catch-up"] = check_dry_run_names_every_stray(lake, capsys)
+    assert {"task_events", "tasks"} & set(left["stage 4/4, task catch-up"]), left
+    # Nostr ingestion, held still and killed once the stored messages it lands are
+    # written, not committed (its batch run's stage 2/4 line)
+    kill_when(start_job("ingest_nostr.py", nostr_args(inputs["nostr"], lake),
+                        hold_at="stage 2/4"), HOLDING)
+    left["ingest_nostr"] = check_dry_run_names_every_stray(lake, capsys)
+    assert left["ingest_nostr"], "the killed ingestion left a data file uncommitted"
+    print("uncommitted files after each kill:",
+          {point: {t: len(f) for t, f in files.items()} for point, files in left.items()})
+
+    # run again: the ingestion (its sweep first), then the batch job over both archives
+    # (the ledger rows of the runs killed before their last commit)
+    from snap_spark.nostr.ingest import ingest
+    from snap_spark.nostr.stored import Keyring
+    from snap_spark.pipeline.job import run
+
+    paths = inputs["nostr"]
+    ingest(spark, str(lake), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),
+           well_known=[paths["well_known"]])
+    run(spark, [first, second], str(lake))
+    assert unreferenced(lake) == {}
+    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
+    assert not list((lake / "_snap_runs").glob("*.json"))
+
+    reference = tmp_path / "reference"
+    land_uninterrupted(spark, inputs, reference)
+    got, want = tables(lake), tables(reference)
+    differing = {name: {"rows": (len(got[name]), len(want[name])),
+                        "only here": sorted(set(got[name]) - set(want[name]))[:2],
+                        "only in the reference": sorted(set(want[name]) - set(got[name]))[:2]}
+                 for name in TABLES if got[name] != want[name]}
+    assert not differing, json.dumps(differing, indent=1)
