@@ -239,6 +239,9 @@ fn parse_line(raw: Option<&[u8]>) -> Record {
     let Some(raw) = raw else {
         return Record::failed("line could not be read".into());
     };
+    // a leading UTF-8 byte order mark is not part of the line's JSON text (RFC 8259 lets a
+    // parser ignore it; the reference's `parse_line` does)
+    let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
     let loaded = match std::str::from_utf8(raw) {
         Err(e) => Err(ParseError::Reason(format!("not valid UTF-8 (byte {})", e.valid_up_to()))),
         Ok(_) => load_text(raw, false),

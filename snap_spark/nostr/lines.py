@@ -35,6 +35,7 @@ from typing import Any, Final, Literal
 
 from snap_spark.protocol.errors import SnapError
 from snap_spark.protocol.jsonparse import json_type, loads
+from snap_spark.protocol.records import BYTE_ORDER_MARK
 
 LineShape = Literal["event", "frame", "envelope"]
 
@@ -156,10 +157,14 @@ def event_from_line(line: bytes | str) -> EventLine:
 
 
 def _event_from_line(line: bytes | str) -> EventLine:
-    if not line.strip():
+    # a leading byte order mark is not part of the JSON text (RFC 8259 lets a parser ignore
+    # it), as for the batch job's lines (snap_spark.protocol.records.parse_line)
+    text = line[1:] if isinstance(line, str) and line.startswith("\ufeff") else \
+        line[3:] if isinstance(line, bytes) and line.startswith(BYTE_ORDER_MARK) else line
+    if not text.strip():
         return _no_event("empty line")
     try:
-        value = loads(line)
+        value = loads(text)
     except SnapError as exc:
         return _no_event(str(exc))
     if isinstance(value, dict):

@@ -49,10 +49,26 @@ def is_envelope(value: Any) -> bool:
     return type(value) is dict and "message" in value and not (MESSAGE_FIELDS & value.keys())
 
 
+#: The UTF-8 byte order mark. RFC 8259 lets a parser ignore one at the start of a JSON text,
+#: and many Windows exports begin their file with it: a line that starts with it is read
+#: without it (``raw_messages`` keeps the line's bytes as they are).
+BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
 def parse_line(raw: bytes | None) -> Record:
-    """Parse one raw input line (bytes without the newline). Never raises."""
+    """Parse one raw input line (bytes without the newline); a leading UTF-8 byte order
+    mark is ignored (:data:`BYTE_ORDER_MARK`). Never raises.
+
+    Examples:
+        >>> parse_line(b"\\xef\\xbb\\xbf" + b'{"received_at": 5, "message": {}}').received_at
+        5.0
+        >>> parse_line(b"\\xef\\xbb\\xbf").error.detail
+        'empty line'
+    """
     if raw is None:
         return Record(error=InvalidMessage("line could not be read"))
+    if raw[:3] == BYTE_ORDER_MARK:
+        raw = raw[3:]
     try:
         value = loads(raw)
     except SnapError as exc:

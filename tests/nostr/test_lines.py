@@ -67,7 +67,8 @@ def test_envelopes() -> None:
     (b"\xff\xfe{}", "not valid UTF-8 (byte 0)"),
     (b'{"id": 1', "not JSON: unterminated object or array at end of input (truncated?)"),
     (b'{"id": 1} x', "not JSON: extra data after the JSON value at character 10"),
-    (b"\xef\xbb\xbf{}", "not JSON: starts with a byte order mark"),
+    (b"\xef\xbb\xbf", "empty line"),
+    (b"\xef\xbb\xbf\xef\xbb\xbf{}", "not JSON: starts with a byte order mark"),
     (b"42", "a number JSON value, not an event, frame or envelope"),
     (b'"text"', "a string JSON value, not an event, frame or envelope"),
     (b"null", "a null JSON value, not an event, frame or envelope"),
@@ -171,3 +172,15 @@ def test_the_three_shapes_give_the_same_event(event: dict[str, Any], sub: str,
 @given(st.text(max_size=200))
 def test_any_text_gives_an_event_or_a_reason(text: str) -> None:
     assert_consistent(event_from_line(text))
+
+
+def test_a_leading_byte_order_mark_is_ignored() -> None:
+    """Many Windows exports start their file with a UTF-8 BOM, which RFC 8259 lets a parser
+    ignore: the line's event is the one the same line without it holds."""
+    plain = line({"received_at": 1770163200, "event": EVENT})
+    with_bom = event_from_line(b"\xef\xbb\xbf" + plain)
+    assert with_bom.reason is None
+    assert (with_bom.event, with_bom.received_at, with_bom.shape) == (
+        event_from_line(plain).event, 1770163200, "envelope")
+    text = event_from_line("\ufeff" + plain.decode())
+    assert text.event == event_from_line(plain).event

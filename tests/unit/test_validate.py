@@ -446,3 +446,15 @@ def test_an_address_that_is_only_a_checksum_is_a_2005() -> None:
     assert len(address) == 62
     with pytest.raises(keys.IdentityInvalid, match="no witness version"):
         keys.decode_p2tr(address)
+
+
+def test_a_leading_byte_order_mark_is_ignored() -> None:
+    """A UTF-8 BOM at the start of a line (a Windows export's first line) is not part of its
+    JSON text (RFC 8259 lets a parser ignore it): the line's verdict is the one it has
+    without it. Only one is: a second one is the text's, and not JSON."""
+    bom = b"\xef\xbb\xbf"
+    line = envelope(signed())
+    assert line_codes([bom + line, line]) == [None, 2006]
+    assert line_codes([bom + bom + line]) == [1003]
+    [only] = check_lines([bom], CLOCK)
+    assert (only.error_code, only.error_detail) == (1003, "empty line")
