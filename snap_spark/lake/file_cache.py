@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 
 #: Bytes of file columns kept for all tables together (least recently used dropped first).
 CACHE_BYTES: Final = 512 * 1024 * 1024
+#: A table of more rows than this (by its log's record counts) is not read file by file:
+#: such a read is usually narrowed by a filter, and the plain read skips the files whose
+#: statistics or partition values rule them out, where this one would read them all.
+MAX_ROWS: Final = 500_000
 
 #: Protocol features whose files cannot be read on their own as the table's rows.
 _UNSAFE_FEATURES: Final = frozenset({"deletionVectors", "columnMapping"})
@@ -119,7 +123,10 @@ def scan_columns(table: DeltaTable, uri: str, columns: Sequence[str]) -> pa.Tabl
     """``columns`` of every row of ``table`` (opened at ``uri``, at whichever version it
     holds), reading only the data files this process has not read for these columns yet;
     ``None`` when the table cannot be read file by file (:func:`readable_by_file`, or a
-    file that does not cast to the schema): read it another way then."""
+    file that does not cast to the schema) or is larger than :data:`MAX_ROWS`: read it
+    another way then."""
+    import pyarrow.compute as pc
+
     if not readable_by_file(table):
         return None
     schema = pa.schema(table.schema().to_arrow())
@@ -128,6 +135,9 @@ def scan_columns(table: DeltaTable, uri: str, columns: Sequence[str]) -> pa.Tabl
     wanted = pa.schema([schema.field(name) for name in columns])
     partitions = list(table.metadata().partition_columns)
     actions = pa.table(table.get_add_actions(flatten=False))
+    counts = actions.column("num_records")
+    if counts.null_count or (pc.sum(counts).as_py() or 0) > MAX_ROWS:
+        return None  # a large table (or one of unknown size): the plain, pruned read
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
     times = actions.column("modification_time").to_pylist()

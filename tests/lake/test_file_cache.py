@@ -171,3 +171,19 @@ def test_distinct_values_kept_per_file_equal_a_fresh_distinct(tmp_path: Path) ->
     assert "k0" not in lake.distinct_values(None, path, "k")  # type: ignore[arg-type]
     write_deltalake(path, rows(2, 900), mode="overwrite", partition_by=["day"])
     assert lake.distinct_values(None, path, "k") == {"k900", "k901"}  # type: ignore[arg-type]
+
+
+def test_a_large_table_is_left_to_the_pruned_read(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above MAX_ROWS (by the log's record counts) a read goes the plain way, which skips
+    the files a filter's partition values rule out, instead of keeping every file."""
+    import snap_spark.lake.file_cache as file_cache
+
+    path = str(tmp_path / "big")
+    write_deltalake(path, rows(20, 0), partition_by=["day"])
+    monkeypatch.setattr(file_cache, "MAX_ROWS", 10)
+    before = cache_stats()["files_read"]
+    where = pc.field("day") == pc.scalar(dt.date(2026, 11, 27))
+    same(read_arrow(path, ["k", "day"], where=where), fresh(path, ["k", "day"], where))
+    assert read_arrow(path, ["k"]).num_rows == 20
+    assert cache_stats()["files_read"] == before
