@@ -37,6 +37,7 @@ Examples:
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -108,9 +109,16 @@ def clear_cache() -> None:
         _stats["bytes"] = 0
 
 
+#: ``SNAP_SPARK_FILE_CACHE=0`` turns the cache off: every read is the plain one.
+CACHE_ENV: Final = "SNAP_SPARK_FILE_CACHE"
+
+
 def readable_by_file(table: DeltaTable) -> bool:
     """Whether each data file of ``table`` holds exactly its rows, under the schema's
-    names: no deletion vectors, no column mapping."""
+    names (no deletion vectors, no column mapping), and the cache is on
+    (:data:`CACHE_ENV`)."""
+    if os.environ.get(CACHE_ENV, "1") == "0":
+        return False
     protocol = table.protocol()
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
     if features & _UNSAFE_FEATURES:

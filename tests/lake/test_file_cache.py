@@ -187,3 +187,15 @@ def test_a_large_table_is_left_to_the_pruned_read(tmp_path: Path,
     same(read_arrow(path, ["k", "day"], where=where), fresh(path, ["k", "day"], where))
     assert read_arrow(path, ["k"]).num_rows == 20
     assert cache_stats()["files_read"] == before
+
+
+def test_the_cache_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(tmp_path / "off")
+    write_deltalake(path, rows(5, 0))
+    monkeypatch.setenv("SNAP_SPARK_FILE_CACHE", "0")
+    before = cache_stats()["files_read"]
+    same(read_arrow(path, ["k", "n"]), fresh(path, ["k", "n"]))
+    assert cache_stats()["files_read"] == before
+    monkeypatch.delenv("SNAP_SPARK_FILE_CACHE")
+    same(read_arrow(path, ["k", "n"]), fresh(path, ["k", "n"]))
+    assert cache_stats()["files_read"] == before + 1
