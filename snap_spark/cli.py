@@ -596,7 +596,8 @@ def _add_submit(sub: Any) -> None:
             "--driver-memory, --num-executors, --deploy-mode, ...) go BEFORE JOB; everything\n"
             "after JOB goes to the job unchanged (JOB --help shows the job's options).\n"
             "The command becomes spark-submit, so its exit status is the job's: 0 ok,\n"
-            "1 failed, 2 usage error, 3 alert (audit thresholds crossed)."
+            "1 failed, 2 usage error, 3 alert (audit thresholds crossed), 4 storage fault\n"
+            "(the lake cannot be written: read-only, full, no permission, or gone)."
         ),
         epilog=(
             "examples:\n"

@@ -320,6 +320,9 @@ def serve(name: str, parent_fd: int) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda _n, _f: None)
+    # Ctrl-C reaches the whole process group: the driver stops its stream, then this server
+    # ends with the driver (``parent_fd``); its children take the default back (_start)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "request")
     selector.register(parent_fd, selectors.EVENT_READ, "parent")

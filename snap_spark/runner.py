@@ -15,7 +15,12 @@ Every ``jobs/*.py`` entry point is a few lines: it names a :class:`Job` and call
 - progress lines on stderr (:func:`log`), the job's summary on stdout;
 - exit codes :data:`EXIT_OK` 0, :data:`EXIT_FAILED` 1 (the lake refused a write, a task
   failed), :data:`EXIT_USAGE` 2 (bad options or inputs; nothing written), :data:`EXIT_ALERT`
-  3 (reserved for jobs that report findings, e.g. audits crossing a threshold).
+  3 (reserved for jobs that report findings, e.g. audits crossing a threshold),
+  :data:`EXIT_STORAGE` 4 (the storage refused the job's writes: a read-only or full disk,
+  no write permission on the lake, a lake folder that went away; :func:`storage_fault`);
+- an error the runner knows is one line on stderr saying what happened and what to do
+  (``--debug``: the traceback, and Spark's own log lines of a failed task or query, which
+  the one line replaces otherwise); an unexpected one prints its traceback.
 
 Examples:
     A new job::
@@ -37,11 +42,14 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
+import re
 import sys
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +64,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ALERT = 3
+#: The storage refused the job's writes, or the lake folder went away (:func:`storage_fault`):
+#: what was committed stays committed; fix the storage and run the job again.
+EXIT_STORAGE = 4
 
 #: ``conf/pipeline.toml`` of this checkout (absent when installed as a wheel).
 DEFAULT_PIPELINE_CONF = Path(__file__).resolve().parent.parent / "conf" / "pipeline.toml"
@@ -72,6 +83,246 @@ class UsageError(ValueError):
 def log(message: str) -> None:
     """Progress line for people following a long run (stderr, flushed)."""
     print(f"[snap-spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+#: Operating-system errors that mean the storage refused a write: each with what happened
+#: (said of the path, or of the lake when the error names none) and what to do. EACCES
+#: counts only for a path on the lake; ENOENT only for a lake folder that went away
+#: (:func:`storage_fault`). Listed in order of precedence.
+WRITE_ERRORS: dict[int, tuple[str, str]] = {
+    errno.EROFS: ("read-only file system", "make it writable (remount it read-write)"),
+    errno.ENOSPC: ("no space left on the device",
+                   "free space on that disk (Spark's scratch folders count too)"),
+    errno.EDQUOT: ("disk quota used up", "free space or raise the quota"),
+    errno.EFBIG: ("file size limit reached (ulimit -f, or the largest file the file system "
+                  "takes)", "raise the limit or free space"),
+    errno.EACCES: ("permission denied", "give the job's user write access to the lake"),
+}
+
+#: How the errors of the storage layers spell an error number: Python's ``[Errno 30]``,
+#: pyarrow's ``[errno 30]``, Rust's ``(os error 30)``.
+_ERRNO_TEXT = re.compile(r"\[errno (\d+)\]|\(os error (\d+)\)", re.IGNORECASE)
+#: Java's exceptions that name the condition by their class rather than by its C text.
+_JAVA_ERRORS = {"ReadOnlyFileSystemException": errno.EROFS,
+                "AccessDeniedException": errno.EACCES,
+                "NoSuchFileException": errno.ENOENT}
+#: Characters that end a path quoted in an error text.
+_PATH_END = r"[^\s'\"(),;\]]*"
+
+
+@dataclass(frozen=True)
+class StorageFault:
+    """A write the storage refused, or a lake folder that went away, found in an error by
+    :func:`storage_fault`."""
+
+    #: the operating system's error number (``errno.EROFS``, ...; ``errno.ENOENT``: the
+    #: lake folder went away)
+    code: int
+    #: the file or folder the error names, when it names one
+    path: str | None
+    #: the lake the job writes
+    lake: str
+
+    def message(self) -> str:
+        """One line: what happened and what to do.
+
+        Examples:
+            >>> print(StorageFault(errno.EROFS, "/data/lake/_snap_runs", "/data/lake").message())
+            ... # doctest: +ELLIPSIS
+            the lake cannot be written: /data/lake/_snap_runs: read-only file system; make ...
+            >>> print(StorageFault(errno.ENOSPC, None, "/data/lake").message())
+            ... # doctest: +ELLIPSIS
+            a write of the job failed (lake /data/lake): no space left on the device; ...
+        """
+        if self.code == errno.ENOENT:
+            return (f"the lake folder {self.lake} went away while the job ran (deleted, moved "
+                    "or unmounted): put the lake back there (restore it from a backup, in "
+                    "place of anything this run wrote there since) and run the job again")
+        condition, todo = WRITE_ERRORS[self.code]
+        if self.path is None:
+            what = f"a write of the job failed (lake {self.lake})"
+        elif _within(self.path, self.lake):
+            what = f"the lake cannot be written: {self.path}"
+        else:
+            what = f"the job cannot write {self.path}"
+        return (f"{what}: {condition}; {todo}, then run the job again: nothing committed is "
+                "lost, and the new run completes what this one began")
+
+
+def _within(path: str, folder: str) -> bool:
+    """True when ``path`` is ``folder`` or inside it (locations compared as written).
+
+    Examples:
+        >>> _within("/data/lake/messages/x.parquet", "/data/lake")
+        True
+        >>> _within("/data/lake2", "/data/lake")
+        False
+    """
+    folder = folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
+
+class FolderWatch:
+    """Tells whether a local folder (the lake a job starts with) went away: deleted, moved,
+    or replaced by another folder of the same name. It holds the folder open, so the
+    folder's inode is not given to a folder made again in its place while it is watched.
+
+    Examples:
+        >>> folder = tmp / "lake"
+        >>> folder.mkdir()
+        >>> with FolderWatch(str(folder)) as watch:
+        ...     before = watch.went_away()
+        ...     folder.rmdir()
+        ...     folder.mkdir()
+        ...     before, watch.went_away()
+        (False, True)
+        >>> FolderWatch("s3://bucket/lake").went_away()  # only local folders are watched
+        False
+    """
+
+    def __init__(self, location: str) -> None:
+        from snap_spark import storage
+
+        self.path = storage.local_path(location) if location and storage.is_local(
+            location) else None
+        self.handle: int | None = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):  # missing (a new lake) or not a folder
+                self.handle = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+
+    def went_away(self) -> bool:
+        """True when the folder watched since the start is no longer at its path."""
+        if self.handle is None or self.path is None:
+            return False
+        held = os.fstat(self.handle)
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return True
+        return held.st_nlink == 0 or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino)
+
+    def close(self) -> None:
+        """Stop watching."""
+        if self.handle is not None:
+            os.close(self.handle)
+            self.handle = None
+
+    def __enter__(self) -> FolderWatch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and every error it was raised from or while handling, once each, also those
+    Py4J and PySpark keep as a ``cause``."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for linked in (current.__cause__, current.__context__,
+                       getattr(current, "cause", None), getattr(current, "_cause", None)):
+            if isinstance(linked, BaseException):
+                todo.append(linked)
+
+
+def _text(error: BaseException) -> str:
+    """What an error says, the Java stack trace of a Py4J error included (empty when even
+    that cannot be had, e.g. from a JVM that is gone)."""
+    try:
+        return str(error)
+    except Exception:  # a Py4J error asks the JVM for its text
+        return ""
+
+
+def error_codes(error: BaseException) -> set[int]:
+    """The operating-system error numbers an error and its chain carry: ``OSError.errno``,
+    and in their texts (a Py4J error's Java stack trace, a Spark task's Python traceback,
+    a Rust error of delta-rs) the number or the C library's text for it.
+
+    Examples:
+        >>> sorted(error_codes(RuntimeError("Generic error: No space left on device "
+        ...                                 "(os error 28)")))
+        [28]
+        >>> sorted(error_codes(OSError(errno.EROFS, "Read-only file system")))
+        [30]
+    """
+    found: set[int] = set()
+    names = {code: os.strerror(code).lower() for code in (*WRITE_ERRORS, errno.ENOENT)}
+    for current in error_chain(error):
+        if isinstance(current, OSError) and current.errno is not None:
+            found.add(current.errno)
+        text = _text(current)
+        for match in _ERRNO_TEXT.finditer(text):
+            found.add(int(match.group(1) or match.group(2)))
+        lowered = text.lower()
+        found.update(code for code, name in names.items() if name in lowered)
+        found.update(code for name, code in _JAVA_ERRORS.items() if name in text)
+    return found
+
+
+def _named_path(error: BaseException, lake: str) -> str | None:
+    """The path an error names: one on the lake first, else an ``OSError``'s file name, else
+    the first absolute path quoted in its texts."""
+    texts = [_text(current) for current in error_chain(error)]
+    if lake:
+        on_lake = re.compile(re.escape(lake.rstrip("/")) + r"(?:/" + _PATH_END + ")?")
+        for text in texts:
+            if match := on_lake.search(text):
+                return match.group(0).rstrip(".")
+    for current in error_chain(error):
+        if isinstance(current, OSError) and isinstance(current.filename, str):
+            return current.filename
+    quoted = re.compile(r"'(/[^']+)'")
+    for text in texts:
+        if match := quoted.search(text):
+            return match.group(1)
+    return None
+
+
+def storage_fault(error: BaseException, lake: str,
+                  watch: FolderWatch | None = None) -> StorageFault | None:
+    """What storage fault ``error`` reports, if any (:data:`EXIT_STORAGE`), however deep it
+    is wrapped (Py4J and Spark exceptions, a Spark task's Python error, pyarrow and
+    delta-rs errors):
+
+    - a read-only file system, no space left, a used-up quota, a file-size limit
+      (``EROFS``, ``ENOSPC``, ``EDQUOT``, ``EFBIG``), wherever the job met it;
+    - permission denied (``EACCES``) on a path of the lake;
+    - the lake folder gone (``ENOENT``): the local lake folder the job started with went
+      away (``watch``), whatever error that gave; or an error names a missing path of the
+      lake, and the lake folder is missing.
+
+    ``None`` for anything else: a missing input file stays a usage error.
+
+    Examples:
+        >>> fault = storage_fault(OSError(errno.EROFS, "Read-only file system",
+        ...                               "/data/lake/_snap_runs"), "/data/lake")
+        >>> fault.code == errno.EROFS, fault.path
+        (True, '/data/lake/_snap_runs')
+        >>> storage_fault(FileNotFoundError(errno.ENOENT, "No such file", "/in/a.jsonl"),
+        ...               "/data/lake") is None
+        True
+    """
+    from snap_spark import storage
+
+    codes = error_codes(error)
+    path = _named_path(error, lake)
+    if watch is not None and watch.went_away():
+        return StorageFault(errno.ENOENT, path, lake)
+    on_lake = path is not None and bool(lake) and _within(path, lake)
+    for code in WRITE_ERRORS:
+        if code in codes and (code != errno.EACCES or on_lake):
+            return StorageFault(code, path, lake)
+    if (errno.ENOENT in codes and on_lake and storage.is_local(lake)
+            and not os.path.isdir(storage.local_path(lake))):
+        return StorageFault(errno.ENOENT, path, lake)
+    return None
 
 
 @dataclass
@@ -262,6 +513,28 @@ def prepare(job: Job, argv: Sequence[str] | None = None) -> Context:
     return context
 
 
+#: Spark's loggers that repeat a failed task's or streaming query's error as it happens
+#: (stack traces and a Spark task's Python traceback, tens of lines each); the error reaches
+#: the job all the same, and its one line replaces them (``--debug`` keeps them).
+FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.StreamExecution",
+)
+
+
+def quiet_failure_logs(spark: SparkSession) -> None:
+    """Turn off :data:`FAILURE_LOGGERS` in the driver JVM (nothing changes where the driver
+    does not log with log4j 2)."""
+    with contextlib.suppress(Exception):
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in FAILURE_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, off)
+
+
 def main(job: Job, argv: Sequence[str] | None = None) -> int:
     """Run ``job`` as a command: parse, validate, start Spark, run, print, exit code."""
     prefix = f"{job.name}:"
@@ -275,27 +548,49 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     from snap_spark.protocol.validate import MissingReceiptTime
     from snap_spark.session import build_session
 
-    spark = build_session(f"snap-spark {job.name}", master=context.args.master,
-                          extra_conf=extra)
-    spark.sparkContext.setLogLevel(os.environ.get("SNAP_SPARK_LOG_LEVEL", "WARN"))
-    try:
-        result = job.run(spark, context)
-    except (UsageError, SettingsError, FileNotFoundError, NotADirectoryError,
-            MissingReceiptTime, LakeLocationError) as exc:
-        print(f"{prefix} {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except DamagedTable as exc:
-        if context.args.debug:
-            raise
-        print(f"{prefix} {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except LakeError as exc:
-        print(f"{prefix} the Delta tables refused the write: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except ImportError as exc:
-        if (missing := missing_extra(exc)) is None:
-            raise
-        print(f"{prefix} {missing}", file=sys.stderr)
-        return EXIT_USAGE
-    print(job.summary(result))
+    debug = bool(context.args.debug)
+    # the lake folder the job starts with: if it goes away meanwhile, that is what the job
+    # says, whatever error it gave
+    with FolderWatch(context.lake) as watch:
+        try:
+            spark = build_session(f"snap-spark {job.name}", master=context.args.master,
+                                  extra_conf=extra)
+        except Exception as exc:  # e.g. no space left for Spark's scratch files
+            if debug or (fault := storage_fault(exc, context.lake)) is None:
+                raise
+            print(f"{prefix} {fault.message()}", file=sys.stderr)
+            return EXIT_STORAGE
+        spark.sparkContext.setLogLevel(os.environ.get("SNAP_SPARK_LOG_LEVEL", "WARN"))
+        if not debug:
+            quiet_failure_logs(spark)
+        try:
+            try:
+                result = job.run(spark, context)
+            except Exception as exc:
+                if debug or (fault := storage_fault(exc, context.lake, watch)) is None:
+                    raise
+                print(f"{prefix} {fault.message()}", file=sys.stderr)
+                return EXIT_STORAGE
+        except (UsageError, SettingsError, FileNotFoundError, NotADirectoryError,
+                MissingReceiptTime, LakeLocationError) as exc:
+            print(f"{prefix} {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except DamagedTable as exc:
+            if debug:
+                raise
+            print(f"{prefix} {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except LakeError as exc:
+            print(f"{prefix} the Delta tables refused the write: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except ImportError as exc:
+            if (missing := missing_extra(exc)) is None:
+                raise
+            print(f"{prefix} {missing}", file=sys.stderr)
+            return EXIT_USAGE
+        print(job.summary(result))
+        if watch.went_away():  # the job ended well, but not in the lake it started with
+            print(f"{prefix} {StorageFault(errno.ENOENT, None, context.lake).message()}",
+                  file=sys.stderr)
+            return EXIT_STORAGE
     return job.exit_code(result)

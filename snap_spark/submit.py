@@ -27,7 +27,9 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
 The command line is ``snap-spark submit [--dry-run] [SPARK-SUBMIT OPTIONS] JOB [JOB ARGS]``:
 everything before JOB is spark-submit's (or ``--dry-run``), everything after JOB goes to the
 job unchanged. The process becomes spark-submit (:func:`os.execve`), so the job's exit
-status (0 clean, 1 failed, 2 usage, 3 alert) is the command's, and signals reach Spark.
+status (0 clean, 1 failed, 2 usage, 3 alert, 4 storage fault: docs/cli.md, "Exit statuses")
+is the command's, and signals reach Spark: a stream's driver JVM passes SIGTERM and SIGINT
+on to the job, which stops cleanly (:func:`snap_spark.stream.job.stop_on_signals`).
 
 Importing this module imports no Spark.
 

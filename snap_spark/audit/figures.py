@@ -281,7 +281,8 @@ def landing_figures(ledger: list[dict[str, Any]]) -> dict[str, Any]:
     (bookkeeping: the window does not cut it): files landed, pieces that continued a file
     that grew, new versions of files that changed after they were landed, and files the
     stream picked up that vanished before they could be read (none of their lines landed;
-    listed by name, newest first).
+    listed by name, newest first). ``lines`` counts a line landed unfinished and again
+    completed once (``lines_replaced``: how many such lines).
 
     Examples:
         >>> rows = [
@@ -297,10 +298,15 @@ def landing_figures(ledger: list[dict[str, Any]]) -> dict[str, Any]:
         >>> figures["vanished_files"][0]["source_file"]
         'b'
     """
-    from snap_spark.pipeline.ingest import is_vanished_key
+    from snap_spark.pipeline.ingest import LandedPiece, is_vanished_key, replaced_lines
 
     vanished = [r for r in ledger if is_vanished_key(r["file_key"])]
     landed = [r for r in ledger if not is_vanished_key(r["file_key"])]
+    # an unfinished last line landed again completed counts once: in the later piece
+    replaced = replaced_lines(LandedPiece(
+        r["source_file"], r["file_key"], r["prefix_key"], int(r["start_byte"]),
+        int(r.get("end_byte", 0)), int(r.get("first_line", 1)), int(r["lines"]))
+        for r in landed)
     whole: dict[str, int] = {}
     for row in landed:
         if row["prefix_key"] is None:
@@ -309,7 +315,8 @@ def landing_figures(ledger: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "files": len({r["source_file"] for r in landed}),
         "pieces": len(landed),
-        "lines": sum(int(r["lines"]) for r in landed),
+        "lines": sum(int(r["lines"]) for r in landed) - sum(replaced.values()),
+        "lines_replaced": sum(replaced.values()),
         "continuations": sum(1 for r in landed if r["prefix_key"] is not None),
         "new_versions": sum(n - 1 for n in whole.values()),
         "vanished": len(vanished),

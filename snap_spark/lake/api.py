@@ -63,11 +63,17 @@ class RowUpdates:
         >>> import pyarrow as pa
         >>> RowUpdates(pa.table({"id": [3], "state": ["done"]}), ("id",)).columns
         ['state']
+        >>> RowUpdates(pa.table({"id": [3]}), ("id",), remove=True).columns
+        []
     """
 
     rows: pa.Table
     keys: tuple[str, ...]
     file_prefix: str | None = None
+    #: remove the rows ``rows`` names instead of setting columns (``rows`` then holds the
+    #: keys, and optionally partition columns, only); a key that finds no row is fine: its
+    #: row was removed before
+    remove: bool = False
 
     @property
     def columns(self) -> list[str]:

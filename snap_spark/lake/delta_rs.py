@@ -605,7 +605,8 @@ def _commit_in_place(change: DataCommit) -> bool:
 def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
                     partition_by: Sequence[str]) -> tuple[list[RemovedFile], list[DataFile]]:
     """Copy each data file of the table at ``uri`` that holds a row ``updates`` names, with
-    the new values; return the files to remove and the copies to add (not committed).
+    the new values (without those rows when ``updates.remove``); return the files to remove
+    and the copies to add (not committed).
 
     Only files in the partitions ``updates`` names (when it has the partition columns), and
     whose statistics range over the first key column covers some key, are read.
@@ -662,6 +663,14 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
                     out.append(batch)
                     continue
                 changed = True
+                if updates.remove:  # the rows named are left out of the copy
+                    for hit in hits:
+                        if hit is not None:
+                            found[hit] += 1
+                    kept = batch.filter(pa.array([hit is None for hit in hits], pa.bool_()))
+                    if kept.num_rows:
+                        out.append(kept)
+                    continue
                 arrays = []
                 for field in arrow_schema:
                     column = batch.column(field.name)
@@ -682,7 +691,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
                 removed.append(RemovedFile(
                     unquote(log_path), sizes[index],
                     {c: partition_string(v) for c, v in parts.items()}))
-        bad = [key_rows[i] for i, n in enumerate(found) if n != 1]
+        bad = [key_rows[i] for i, n in enumerate(found)
+               if n > 1 or (n == 0 and not updates.remove)]
         if bad:
             raise LakeError(f"{len(bad)} update(s) found {found[key_rows.index(bad[0])]} rows "
                             f"instead of one (e.g. {dict(zip(keys, bad[0], strict=True))}); "

@@ -432,7 +432,8 @@ def _delta_write(df: DataFrame, path: str, *, app_id: str, version: int,
 
 def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: RowUpdates, *,
                  app_id: str, version: int, commit_info: Mapping[str, Any] | None) -> bool:
-    """One MERGE inserting ``staged`` and setting ``updates``' columns on the rows they name."""
+    """One MERGE inserting ``staged`` and setting ``updates``' columns on the rows they name
+    (deleting those rows when ``updates.remove``)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -455,9 +456,10 @@ def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: Row
                   else F.lit(None).cast(f.dataType).alias(f.name) for f in table_schema],
                 F.lit(True).alias(flag)))
     )
-    # The rows to update, found before anything is written: each update must find one row.
+    # The rows to update, found before anything is written: each update must find one row
+    # (a row to remove may be gone already).
     found = (target.toDF().join(changes.select(*keys), keys, "left_semi").count())
-    if found != len(updates):
+    if found > len(updates) or (found < len(updates) and not updates.remove):
         raise LakeError(f"{len(updates)} update(s) found {found} rows of {path}; nothing was "
                         "committed")
     condition = " AND ".join(
@@ -469,10 +471,11 @@ def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: Row
     )
     write_id = uuid.uuid4().hex
     start_version = _latest_version(spark, path)
+    merge = target.alias("t").merge(source.alias("s"), condition)
     builder = (
-        target.alias("t").merge(source.alias("s"), condition)
-        .whenMatchedUpdate(set={c: f"s.{quote_identifier(c)}" for c in columns
-                                if c not in partitions})
+        (merge.whenMatchedDelete() if updates.remove else
+         merge.whenMatchedUpdate(set={c: f"s.{quote_identifier(c)}" for c in columns
+                                      if c not in partitions}))
         .whenNotMatchedInsert(condition=f"NOT s.{flag}",
                               values={f.name: f"s.{quote_identifier(f.name)}"
                                       for f in table_schema})

@@ -8,7 +8,10 @@ A pass is landed first (:func:`fold_pass` gathers what its tasks reported into a
 :class:`LandedPass`); then :func:`commit_pass`, with a :class:`CommitPlan` saying what to
 commit and under which app transactions:
 
-1. ``raw_messages``: the raw rows of the plan's ``raw_keys`` files;
+1. ``raw_messages``: the raw rows of the plan's ``raw_keys`` files; then the rows of
+   unfinished last lines the pass lands again completed (:attr:`CommitPlan.replaced`) are
+   removed from ``raw_messages`` and from ``messages``, each in a commit of its own
+   (:func:`replaced_app_id`);
 2. ``messages``: replay decided against the lake (the lake is the replay store:
    :mod:`snap_spark.pipeline.replay_store`), the rows written with their final verdicts
    and committed under the lake's commit lease, with the earlier rows that changes (or,
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 
     from snap_spark.lake import Lake
     from snap_spark.lines import LineRange
-    from snap_spark.pipeline.ingest import LandedPiece
+    from snap_spark.pipeline.ingest import LandedPiece, PartialLine
     from snap_spark.pipeline.land import LandSpec
 
 #: The tables a landing run writes.
@@ -66,6 +69,14 @@ class JobResult:
     #: what re-deciding those rows did to the table's count of each code (``None``: valid;
     #: zeros left out): a run's counts plus these add up to the change in the table
     redecided_codes: dict[int | None, int] = field(default_factory=dict)
+    #: rows an earlier pass landed for an unfinished last line (no newline yet) that this
+    #: run landed again completed: removed from ``raw_messages`` and ``messages``, so
+    #: ``lines_read`` counts that line once more than the tables grew
+    rows_replaced: int = 0
+    #: what removing those rows did to ``messages``' count of each code (``None``: valid),
+    #: negative: a run's counts plus these and ``redecided_codes`` add up to the change in
+    #: the table
+    replaced_codes: dict[int | None, int] = field(default_factory=dict)
     #: tasks whose ``task_events``/``tasks`` rows this run folded again (None: not refreshed)
     tasks_refreshed: int | None = None
     #: message keys ``(from, id)`` decided again at commit because another writer had
@@ -93,12 +104,15 @@ class JobResult:
         self.raw_rows_written += other.raw_rows_written
         self.message_rows_written += other.message_rows_written
         self.rows_redecided += other.rows_redecided
-        for code, n in other.redecided_codes.items():
-            total = self.redecided_codes.get(code, 0) + n
-            if total:
-                self.redecided_codes[code] = total
-            else:
-                self.redecided_codes.pop(code, None)
+        self.rows_replaced += other.rows_replaced
+        for mine, theirs in ((self.redecided_codes, other.redecided_codes),
+                             (self.replaced_codes, other.replaced_codes)):
+            for code, n in theirs.items():
+                total = mine.get(code, 0) + n
+                if total:
+                    mine[code] = total
+                else:
+                    mine.pop(code, None)
         for code, n in other.counts.items():
             self.counts[code] = self.counts.get(code, 0) + n
 
@@ -358,6 +372,15 @@ class CommitPlan:
     #: message keys ``(sender, msg_id)`` to decide against the lake as well, besides the
     #: pass's candidates (the stream's rows its state could not decide exactly)
     also_keys: DataFrame | pa.Table | None = None
+    #: rows of unfinished last lines that this pass lands again completed
+    #: (:attr:`snap_spark.pipeline.ingest.FilePlan.replaces`): removed from
+    #: ``raw_messages`` after its own rows are committed there, and from ``messages``
+    #: before its replays are decided (:func:`remove_replaced`)
+    replaced: Sequence[PartialLine] = ()
+    #: ``(sender, msg_id, received_at)`` of removed ``replaced`` rows that took part in
+    #: replay, whose stored copies are decided again from then on (set by
+    #: :func:`commit_pass`; ``decide_against_lake``'s ``refold``)
+    refold: pa.Table | None = None
     #: a version of ``messages`` known to hold none of ``msg_keys``: if another writer
     #: landed one of them since, nothing is committed
     files_absent_at: int | None = None
@@ -446,11 +469,25 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
         if plan.raw_root is not None:
             log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
                 f"[{time.monotonic() - started:.1f}s]")
+        replaced_keys = None
+        if plan.replaced:
+            # the rows of the unfinished lines these lines complete: out of raw_messages
+            # (its completed rows are in), then out of messages before replays are decided
+            remove_replaced(spark, lake, raw_path, plan)
+            removed = remove_replaced(spark, lake, msg_path, plan)
+            result.rows_replaced = -sum(removed.codes.values())
+            result.replaced_codes = dict(removed.codes)
+            replaced_keys = removed.keys
         if plan.replaces_messages:
             result.tasks_refreshed = _replace_messages(spark, lake, landed, plan, result,
                                                        msg_root, uncommitted)
             return result
         candidates = candidate_frame(spark, landed)
+        if replaced_keys is not None and replaced_keys.num_rows and plan.msg_keys:
+            # a removed row that took part in replay may have made other rows 2006: its
+            # key is decided again with the pass's own
+            candidates, plan = _with_replaced_keys(spark, landed, plan, candidates,
+                                                   replaced_keys)
         if plan.msg_keys:
             _commit_messages(spark, lake, landed, plan, result, candidates=candidates,
                              msg_root=msg_root, uncommitted=uncommitted)
@@ -559,7 +596,7 @@ def _commit_messages(
     read_version = table_version(table_uri(msg_path))
     updates, shift = _decide_against_lake(spark, lake, msg_path, landed, settings,
                                           candidates, also_keys, version=read_version,
-                                          ingest_id=ingest_id)
+                                          ingest_id=ingest_id, refold=plan.refold)
     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
     uncommitted.append((msg_root, msg_files))
     run_keys: set[tuple[str, str]] | None = None
@@ -580,7 +617,7 @@ def _commit_messages(
                         "run it again")
             if landed_since.version != read_version:
                 if run_keys is None and deciding:
-                    run_keys = _run_keys(landed, also_keys)
+                    run_keys = _run_keys(landed, also_keys, plan.refold)
                 clash = landed_since.keys & run_keys if run_keys else frozenset()
                 if clash:
                     log(f"replay store: another writer committed {len(clash)} of this run's "
@@ -590,7 +627,8 @@ def _commit_messages(
                     landed.restore(saved)
                     updates, shift = _decide_against_lake(
                         spark, lake, msg_path, landed, settings, candidates, also_keys,
-                        version=landed_since.version, ingest_id=ingest_id)
+                        version=landed_since.version, ingest_id=ingest_id,
+                        refold=plan.refold)
                     delete_data_files(msg_root, msg_files)
                     msg_files = _write_messages(spark, landed, msg_root, ingest_id)
                     uncommitted[-1] = (msg_root, msg_files)
@@ -607,9 +645,11 @@ def _commit_messages(
                     # the version of messages the replay verdicts were decided against,
                     # and the figures of the lines committed (read back by a re-run)
                     commit_info={**info, "replay_read_version": read_version,
-                                 "figures": verdict_figures(
+                                 "figures": {**verdict_figures(
                                      rows, {c: n for c, n in landed.counts.items() if n},
-                                     redecided, shift)},
+                                     redecided, shift),
+                                     "rows_replaced": result.rows_replaced,
+                                     "replaced_codes": coded(result.replaced_codes)}},
                     updates=updates, read_version=read_version if deciding else None)
             except VersionConflict as conflict:
                 log(f"replay store: {conflict}; deciding again")
@@ -646,6 +686,10 @@ def committed_figures(msg_path: str, app_id: str, version: int, result: JobResul
     result.counts = counts
     result.rows_redecided = redecided
     result.redecided_codes = shift
+    if figures:
+        result.rows_replaced = int(figures.get("rows_replaced", 0))
+        result.replaced_codes = read_figures(
+            {"lines": 0, "counts": figures.get("replaced_codes", {})})[1]
     log(f"messages: this pass was committed already (app transaction {app_id} "
         f"{version}, by a run stopped before it finished): nothing new written; "
         + (f"its committed figures: {lines} lines" if figures
@@ -653,9 +697,10 @@ def committed_figures(msg_path: str, app_id: str, version: int, result: JobResul
     return figures is not None
 
 
-def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
+def _run_keys(landed: LandedPass, also_keys: Any, refold: Any = None
+              ) -> set[tuple[str, str]]:
     """The keys ``(sender, msg_id)`` of the pass's replay candidates (read on the driver
-    from its candidate files), and those of ``also_keys``."""
+    from its candidate files), and those of ``also_keys`` and ``refold``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -665,6 +710,9 @@ def _run_keys(landed: LandedPass, also_keys: Any) -> set[tuple[str, str]]:
         table = pq.read_table(path, columns=["sender", "msg_id"], filesystem=filesystem)
         keys.update(zip(table.column("sender").to_pylist(), table.column("msg_id").to_pylist(),
                         strict=True))
+    if refold is not None:
+        keys.update(zip(refold.column("sender").to_pylist(),
+                        refold.column("msg_id").to_pylist(), strict=True))
     if also_keys is not None:
         if isinstance(also_keys, pa.Table):
             keys.update(zip(also_keys.column("sender").to_pylist(),
@@ -689,8 +737,8 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,
                          settings: VerifySettings, candidates: Any, also_keys: Any = None,
-                         version: int | None = None, ingest_id: str | None = None
-                         ) -> tuple[Any, dict[int | None, int]]:
+                         version: int | None = None, ingest_id: str | None = None,
+                         refold: Any = None) -> tuple[Any, dict[int | None, int]]:
     """Decide the run's candidates against the copies ``messages`` already holds (the lake
     is the replay store: :mod:`snap_spark.pipeline.replay_store`); fold the result into
     ``landed`` and return the :class:`~snap_spark.lake.RowUpdates` of earlier rows whose
@@ -704,7 +752,7 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
     decided = decide_against_lake(spark, lake, msg_path, candidates,
                                   since=landed.earliest - settings.replay_window,
                                   window=settings.replay_window, also_keys=also_keys,
-                                  version=version,
+                                  version=version, refold=refold,
                                   local=_read_candidates(landed) if _small(landed) else None)
     if decided.keys:
         log(f"replay store: {decided.keys} message id(s) also in the lake; "
@@ -792,6 +840,139 @@ def _commit_ledger(spark: SparkSession, lake: Lake, path: str, plan: CommitPlan,
                 app_id=app_id, version=version, commit_info=dict(plan.info))
 
 
+#: Delta app transaction ids of the commits that remove replaced rows: this prefix and a
+#: digest of the rows (:func:`replaced_app_id`).
+REPLACED_APP_PREFIX = "snap-spark/replaced-lines/"
+
+
+def replaced_app_id(lines: Collection[PartialLine]) -> str:
+    """The app transaction id (at version 1) of the commits removing the rows of ``lines``
+    from ``raw_messages`` and ``messages``: named by the rows alone, as removing them is
+    the same whichever pass does it, and a row removed never comes back (its ``file_key``
+    is the hash of bytes the ledger holds, which land as ``same`` from then on).
+
+    Examples:
+        >>> from snap_spark.pipeline.ingest import PartialLine
+        >>> a, b = PartialLine("f", "k1", 3, 10, 14), PartialLine("g", "k2", 1, 0, 5)
+        >>> replaced_app_id([a, b]) == replaced_app_id([b, a]) != replaced_app_id([a])
+        True
+    """
+    import hashlib
+
+    names = sorted(f"{line.file_key}:{line.line_no}" for line in lines)
+    return REPLACED_APP_PREFIX + hashlib.sha256("\n".join(names).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class RemovedRows:
+    """What :func:`remove_replaced` removed from a table."""
+
+    #: per code (``None``: valid), the rows removed, as negative counts (``messages``)
+    codes: dict[int | None, int] = field(default_factory=dict)
+    #: ``(sender, msg_id, received_at)`` of the removed rows that took part in replay
+    #: (``messages``): their keys are decided again
+    keys: pa.Table | None = None
+
+
+#: The columns of a removed ``messages`` row its commit records (what a pass run again
+#: after that commit needs: the figures, and the keys to decide again).
+_REMOVED_COLUMNS = ["file_key", "line_no", "sender", "msg_id", "received_at", "error_code"]
+
+
+def remove_replaced(spark: SparkSession, lake: Lake, path: str, plan: CommitPlan
+                    ) -> RemovedRows:
+    """Remove the rows of ``plan.replaced`` (unfinished last lines that the pass lands again
+    completed) from the ``raw_messages`` or ``messages`` table at ``path``: one commit
+    that adds nothing and copies the data files holding them without them
+    (:class:`~snap_spark.lake.RowUpdates` with ``remove``), under the app transaction
+    :func:`replaced_app_id`, so a pass run again removes nothing twice. The ``messages``
+    commit records the removed rows (codes and keys) in its commit info, where a pass run
+    again after it finds them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from snap_spark.lake import (
+        RowUpdates,
+        commit_data_files,
+        committed_info,
+        read_arrow,
+        table_uri,
+    )
+    from snap_spark.pipeline.runs import file_prefix
+    from snap_spark.protocol.verdict import took_part_in_replay
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION, RAW_MESSAGES
+
+    messages = storage.join(plan.lake_dir, "messages") == path
+    app_id = replaced_app_id(plan.replaced)
+    wanted = sorted({(line.file_key, line.line_no) for line in plan.replaced})
+    rows: list[dict[str, Any]] = []
+    if lake.txn_version(path, app_id) is not None:
+        rows = list((committed_info(table_uri(path), app_id, 1) or {}).get("removed", []))
+    else:
+        keys: dict[str, list[Any]] = {"file_key": [k for k, _ in wanted],
+                                      "line_no": [n for _, n in wanted]}
+        if messages:
+            found = read_arrow(path, [*_REMOVED_COLUMNS, "event_date"],
+                               where=pc.field("file_key").isin([k for k, _ in wanted]))
+            named = set(wanted)
+            dated = [row for row in (found.to_pylist() if found is not None else [])
+                     if (row["file_key"], row["line_no"]) in named]
+            rows = [{c: row[c] for c in _REMOVED_COLUMNS} for row in dated]
+            if len(dated) == len(wanted):  # the partitions to look in
+                dates = {(r["file_key"], r["line_no"]): r["event_date"] for r in dated}
+                keys["event_date"] = [dates[key] for key in wanted]
+        updates = RowUpdates(
+            pa.table({"file_key": pa.array(keys["file_key"], pa.string()),
+                      "line_no": pa.array(keys["line_no"], pa.int64()),
+                      **({"event_date": pa.array(keys["event_date"], pa.date32())}
+                         if "event_date" in keys else {})}),
+            ("file_key", "line_no"), file_prefix(plan.ingest_id, "removed"), remove=True)
+        commit_data_files(
+            spark, lake, path, lake.data_root(path, plan.staging), [],
+            schema=MESSAGES if messages else RAW_MESSAGES,
+            partition_by=MESSAGES_PARTITION if messages else (), app_id=app_id, version=1,
+            commit_info={**plan.info, "action": "remove replaced lines",
+                         "lines": [f"{line.source_file}:{line.line_no}"
+                                   for line in plan.replaced],
+                         **({"removed": rows} if messages else {})},
+            updates=updates)
+        log(f"{path.rstrip('/').rsplit('/', 1)[-1]}: removed the rows of {len(wanted)} "
+            "unfinished last line(s) landed before, now landed completed")
+    codes: Counter[int | None] = Counter()
+    for row in rows:
+        codes[row["error_code"]] -= 1
+    candidates = [row for row in rows if took_part_in_replay(row["error_code"])
+                  and row["sender"] is not None and row["msg_id"] is not None]
+    keys_table = pa.table({
+        "sender": pa.array([r["sender"] for r in candidates], pa.string()),
+        "msg_id": pa.array([r["msg_id"] for r in candidates], pa.string()),
+        "received_at": pa.array([r["received_at"] for r in candidates], pa.float64())})
+    return RemovedRows(dict(codes), keys_table if candidates else None)
+
+
+def _with_replaced_keys(spark: SparkSession, landed: LandedPass, plan: CommitPlan,
+                        candidates: DataFrame | None, removed: pa.Table
+                        ) -> tuple[DataFrame | None, CommitPlan]:
+    """The pass's candidates and plan, such that the stored copies of removed rows that took
+    part in replay are decided again from the removed row's receipt on
+    (:attr:`CommitPlan.refold`), even when the pass itself has no candidate."""
+    import pyarrow.compute as pc
+
+    times = [t for t in removed.column("received_at").to_pylist() if t is not None]
+    if not times:
+        return candidates, plan
+    earliest = min(times)
+    landed.earliest = earliest if landed.earliest is None else min(landed.earliest, earliest)
+    if candidates is None:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from snap_spark.pipeline.land import CANDIDATE_SCHEMA
+
+        candidates = spark.createDataFrame([], from_arrow_schema(CANDIDATE_SCHEMA))
+    kept = removed.filter(pc.is_valid(removed.column("received_at")))
+    return candidates, dataclasses.replace(plan, refold=kept)
+
+
 def _moved(shift: Mapping[int | None, int]) -> str:
     """`` (valid -2, 2006 +2)``: what re-decided rows did to the count of each code."""
     moved = ", ".join(f"{'valid' if code is None else code} {n:+d}"
@@ -817,6 +998,9 @@ def format_summary(result: JobResult) -> str:
         *balance[1:],
         *([f"completed from raw_messages: messages +{result.completed_rows}"]
           if result.completed_rows else []),
+        *([f"unfinished last lines landed before, now landed completed: their "
+           f"{result.rows_replaced} earlier row(s) removed" + _moved(result.replaced_codes)]
+          if result.rows_replaced else []),
         *([f"earlier messages rows re-decided (late, earlier-received copies): "
            f"{result.rows_redecided}" + _moved(result.redecided_codes)]
           if result.rows_redecided else []),

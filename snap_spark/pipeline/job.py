@@ -19,7 +19,7 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snap_spark import __version__, storage
@@ -87,6 +87,7 @@ def run(
     settings: VerifySettings | None = None,
     *,
     catch_up_tasks: bool = True,
+    upto: Mapping[str, int] | None = None,
 ) -> JobResult:
     """Verify ``inputs`` and append new files' lines to ``raw_messages`` and ``messages``.
 
@@ -96,7 +97,9 @@ def run(
     (the default) the task tables are then brought up to ``messages``
     (:func:`snap_spark.pipeline.tasks.catch_up_tasks`); a caller that keeps them caught up
     on a thread of its own (:class:`snap_spark.pipeline.tasks.TasksFollower`) passes
-    ``False``.
+    ``False``. ``upto`` lands only the first ``upto[path]`` bytes of the files it names
+    (the stream's landing watch: the complete lines of a file whose writer is still on its
+    last line).
 
     Raises:
         FileNotFoundError: an input path does not exist, or holds no input files.
@@ -168,7 +171,7 @@ def run(
     ahead = RangesAhead([path for path in files if path not in seen],
                         spark.sparkContext.defaultParallelism)
     try:
-        plans = plan_files(files, ledger)
+        plans = plan_files(files, ledger, upto)
     except BaseException:
         ahead.cancel()
         raise
@@ -260,7 +263,9 @@ def run(
             raw_root=raw_root,
             ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
             ledger_keys=list(keys.values()), files_absent_at=msg_version, started=started,
-            catch_up_tasks=catch_up_tasks),
+            catch_up_tasks=catch_up_tasks,
+            # unfinished last lines landed before that these lines complete: their rows go
+            replaced=[plan.replaces for plan in todo_plans if plan.replaces is not None]),
             result)
     except BaseException:
         _remove_tree(staging)

@@ -102,7 +102,8 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
                         candidates: DataFrame, *, since: float, window: float,
                         also_keys: DataFrame | pa.Table | None = None,
                         version: int | None = None,
-                        local: pa.Table | None = None) -> LakeDecisions:
+                        local: pa.Table | None = None,
+                        refold: pa.Table | None = None) -> LakeDecisions:
     """Decide the run's ``candidates`` (:data:`~snap_spark.pipeline.land.CANDIDATE_SCHEMA`)
     against the replay candidates ``messages`` holds from receipt time ``since`` on (the
     run's earliest candidate minus ``window``). Keys ``(sender, msg_id)`` in ``also_keys``
@@ -118,15 +119,24 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     micro-batch): their keys are then broadcast to the lake's scan, and the joint fold
     runs on the driver over the few rows found, instead of in Spark stages. The
     decisions are the same either way (:func:`fold_with_lake` takes them).
+
+    ``refold``: keys ``(sender, msg_id)`` with a receipt time ``received_at`` each, whose
+    stored rows from that time on are folded again though the run may hold no copy of
+    them: a row removed from ``messages`` (an unfinished line landed again completed) may
+    have made later copies 2006. ``since`` must reach back to those times.
     """
     if local is not None:
         return _decide_locally(spark, lake, msg_path, local, since=since, window=window,
-                               also_keys=also_keys, version=version)
+                               also_keys=also_keys, version=version, refold=refold)
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     empty = LakeDecisions([], update_rows([]))
     run_keys = candidates.select("sender", "msg_id").distinct()
+    markers = None
+    if refold is not None and refold.num_rows:
+        markers = spark.createDataFrame(_refold_markers(refold))
+        run_keys = run_keys.unionByName(markers.select("sender", "msg_id")).distinct()
     parts = []
     keys = None
     if (version is None or version >= 0) and lake.exists(msg_path):
@@ -149,6 +159,8 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
                 F.lit(None).cast("string").alias("signature_detail"))
     )
     rows_in = mine if not parts else parts[0].unionByName(mine)
+    if markers is not None:
+        rows_in = rows_in.unionByName(markers)
     decided = (
         rows_in
         .repartition("sender", "msg_id")
@@ -249,16 +261,44 @@ def _stored_locally(msg_path: str, since: float, version: int | None, keys: pa.T
                     names=_FOLD_COLUMNS).cast(_FOLD_SCHEMA)
 
 
+#: A message key ``(sender, msg_id)``.
+_KEY_SCHEMA = pa.schema([("sender", pa.string()), ("msg_id", pa.string())])
+#: ``origin`` of a marker row of the joint fold (:func:`fold_key`): the stored rows of its key
+#: from its receipt time on are folded again, though no copy of the run is among them.
+REFOLD_ORIGIN = "refold"
+
+
+def _refold_markers(refold: pa.Table) -> pa.Table:
+    """Marker rows of :data:`REFOLD_ORIGIN` for ``refold`` (``sender, msg_id, received_at``),
+    as :data:`_FOLD_SCHEMA`: sorted before every row of the same key and time (an empty
+    ``source_file``, line 0)."""
+    n = refold.num_rows
+    return pa.table({
+        "origin": pa.array([REFOLD_ORIGIN] * n, pa.string()),
+        "sender": refold["sender"].cast(pa.string()), "msg_id": refold["msg_id"].cast(pa.string()),
+        "received_at": refold["received_at"].cast(pa.float64()),
+        "code": pa.nulls(n, pa.int32()), "source_file": pa.array([""] * n, pa.string()),
+        "file_key": pa.array([""] * n, pa.string()), "line_no": pa.array([0] * n, pa.int64()),
+        "stored_code": pa.nulls(n, pa.int32()), "stored_detail": pa.nulls(n, pa.string()),
+        "signature_detail": pa.nulls(n, pa.string()),
+    }, schema=_FOLD_SCHEMA)
+
+
 def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Table, *,
                     since: float, window: float, also_keys: DataFrame | pa.Table | None,
-                    version: int | None) -> LakeDecisions:
+                    version: int | None, refold: pa.Table | None = None) -> LakeDecisions:
     """:func:`decide_against_lake` for a small run whose candidates are in ``local``: the
     lake's candidates of the run's keys read on the driver (:func:`_stored_locally`), then
     the joint fold on the driver."""
     mine = local.filter(pc.and_(pc.is_valid(local["sender"]), pc.is_valid(local["msg_id"])))
-    run_keys = mine.select(["sender", "msg_id"]).group_by(["sender", "msg_id"]).aggregate([])
-    parts: list[pa.Table] = []
-    found: list[pa.Table] = []
+    markers = (_refold_markers(refold) if refold is not None and refold.num_rows
+               else _FOLD_SCHEMA.empty_table())
+    run_keys = pa.concat_tables([
+        mine.select(["sender", "msg_id"]).cast(_KEY_SCHEMA),
+        markers.select(["sender", "msg_id"]).cast(_KEY_SCHEMA),
+    ]).group_by(["sender", "msg_id"]).aggregate([])
+    parts: list[pa.Table] = [markers]
+    found: list[pa.Table] = [markers.select(["sender", "msg_id"])]
     if run_keys.num_rows and (version is None or version >= 0) and lake.exists(msg_path):
         stored = _stored_locally(msg_path, since, version, run_keys)
         parts.append(stored)
@@ -359,7 +399,8 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         >>> [(r["kind"], r.get("code")) for r in fold_key([run, lake], 120)]
         [('key', None), ('redecided', None), ('change', 2006)]
     """
-    first_run = next((i for i, r in enumerate(rows) if r["origin"] == "run"), None)
+    first_run = next((i for i, r in enumerate(rows) if r["origin"] in ("run", REFOLD_ORIGIN)),
+                     None)
     if first_run is None:
         return []
     out: list[dict[str, Any]] = [{"kind": "key"}]
@@ -371,9 +412,11 @@ def fold_key(rows: list[dict[str, Any]], window: float) -> list[dict[str, Any]]:
         if rows[i]["stored_code"] is None:
             anchor, anchor_row = rows[i]["received_at"], i
     state = ReplayKeyState(anchor=anchor, last_accepted=anchor)
-    tail = rows[first_run:]
-    candidates = [ReplayCandidate(float(row["received_at"]), row["code"], i)
-                  for i, row in enumerate(tail, first_run)]
+    # from there on every row is folded (a refold marker only says where to start)
+    folded = [i for i in range(first_run, len(rows)) if rows[i]["origin"] != REFOLD_ORIGIN]
+    tail = [rows[i] for i in folded]
+    candidates = [ReplayCandidate(float(rows[i]["received_at"]), rows[i]["code"], i)
+                  for i in folded]
     fold = fold_candidates(state, candidates, window, in_order=True, track_accepted=True,
                            accepted=anchor_row)
     accepted_rows = fold.accepted

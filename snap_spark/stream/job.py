@@ -36,12 +36,13 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from snap_spark.lake import Lake
+    from snap_spark.pipeline.ingest import FilePlan, LandedPiece, PartialLine
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.tasks import TasksFollower
 
@@ -118,6 +120,8 @@ RANGE_SCHEMA = pa.schema([
     pa.field("skipped", pa.bool_()),
     # gone before it could be read (stream/landing.py): nothing of it lands
     pa.field("vanished", pa.bool_()),
+    # the first range of a file: its plan (piece_info)
+    pa.field("plan", pa.string()),
 ])
 #: Files larger than this are cut into line ranges landed by several tasks.
 STREAM_SPLIT_BYTES = 16 * 1024 * 1024
@@ -125,41 +129,94 @@ STREAM_SPLIT_BYTES = 16 * 1024 * 1024
 
 def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBatch]
                ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function over new files of the landing folder (column ``path``): key
-    each file by its bytes (:func:`snap_spark.pipeline.ingest.file_digest`) and cut it into
-    line ranges (:func:`snap_spark.lines.plan_line_ranges`), one :data:`RANGE_SCHEMA` row
-    each; a file whose bytes the lake already holds gives one ``skipped`` row."""
+    """``mapInArrow`` function over new files of the landing folder (column ``path``): plan
+    each file against the ledger as the batch job does
+    (:meth:`snap_spark.pipeline.ingest.LedgerIndex.plan`: keyed by its bytes as they are
+    now; a file grown since an earlier run landed it continues from where that stopped, an
+    unfinished last line included) and cut the bytes to land into line ranges
+    (:func:`snap_spark.lines.plan_line_ranges`, ending where the hash did), one
+    :data:`RANGE_SCHEMA` row each; a file whose bytes the lake already holds gives one
+    ``skipped`` row. The first range's ``plan`` says what its ledger row needs."""
     from snap_spark.lake import read_arrow
     from snap_spark.lines import plan_line_ranges
-    from snap_spark.pipeline.ingest import file_digest
+    from snap_spark.pipeline.ingest import LandedPiece, LedgerIndex
 
-    landed: set[str] | None = None
+    index: LedgerIndex | None = None
     for batch in batches:
         rows: list[dict[str, Any]] = []
         for path in batch.column("path").to_pylist():
             location = _local_path(path)
+            if index is None:  # the ledger as it is when the task starts
+                ledger = read_arrow(ledger_path, list(LANDED_PIECE_COLUMNS))
+                index = LedgerIndex([] if ledger is None else
+                                    [LandedPiece.from_row(r) for r in ledger.to_pylist()])
             try:
                 stat = storage.file_stat(location)
-                key, _ = file_digest(location, stat.size)
+                plan = index.plan(location)
             except FileNotFoundError:
                 rows.append({"path": location, "file_key": "", "index": 0, "size": 0,
                              "arrived": time.time(), "skipped": True, "vanished": True})
                 continue
             arrived = time.time() if stat.mtime_ns is None else stat.mtime_ns / 1e9
-            if landed is None:  # the ledger's keys only (it grows with every file landed)
-                keys = read_arrow(ledger_path, ["file_key"])
-                landed = set() if keys is None else set(keys.column("file_key").to_pylist())
-            common = {"path": location, "file_key": key, "size": stat.size,
+            common = {"path": location, "file_key": plan.file_key, "size": plan.end_byte,
                       "arrived": arrived, "vanished": False}
-            if key in landed:
+            if not plan.lands:
                 rows.append({**common, "index": 0, "skipped": True})
                 continue
-            for index, part in enumerate(plan_line_ranges(location, split_bytes)):
+            described = piece_info(plan)
+            for number, part in enumerate(plan_line_ranges(
+                    location, split_bytes, start=plan.start_byte, end=plan.end_byte,
+                    first_line=plan.first_line)):
                 rows.append({**common, "start": part.start, "end": part.end,
-                             "first_line": part.first_line, "index": index,
-                             "skipped": False})
+                             "first_line": part.first_line, "index": number,
+                             "skipped": False, "plan": described if number == 0 else None})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=RANGE_SCHEMA)
+
+
+#: The ``ingested_files`` columns a landing task reads to plan files.
+LANDED_PIECE_COLUMNS = ("source_file", "file_key", "prefix_key", "start_byte", "end_byte",
+                        "first_line", "lines")
+
+
+def piece_info(plan: FilePlan) -> str:
+    """What the ledger row of a planned file needs besides its lines, as JSON (the ``plan``
+    of its first :data:`RANGE_SCHEMA` row); :func:`planned_piece` reads it back.
+
+    Examples:
+        >>> from snap_spark.pipeline.ingest import FilePlan, PartialLine
+        >>> plan = FilePlan("/l/a.jsonl", "k2", "grown", 7, 20, 3, prefix_key="k1",
+        ...                 replaces=PartialLine("/l/a.jsonl", "k1", 3, 7, 10))
+        >>> piece, replaced, _ = planned_piece("/l/a.jsonl", "k2", piece_info(plan), 20, 4)
+        >>> (piece.start_byte, piece.end_byte, piece.first_line, piece.lines, piece.prefix_key)
+        (7, 20, 3, 4, 'k1')
+        >>> replaced == plan.replaces
+        True
+    """
+    replaces = plan.replaces
+    return json.dumps({
+        "start": plan.start_byte, "end": plan.end_byte, "first_line": plan.first_line,
+        "prefix_key": plan.prefix_key, "note": plan.note,
+        "replaces": None if replaces is None else [replaces.file_key, replaces.line_no,
+                                                   replaces.start_byte, replaces.end_byte]})
+
+
+def planned_piece(path: str, key: str, info: str | None, size: int, lines: int
+                  ) -> tuple[LandedPiece, PartialLine | None, str]:
+    """The ledger row of a file (``size`` bytes when hashed) landed with ``lines`` lines as
+    :func:`piece_info` described it (``info`` ``None``: the whole file), the row of an
+    unfinished line it replaces, and the plan's note."""
+    from snap_spark.pipeline.ingest import LandedPiece, PartialLine
+
+    plan = json.loads(info) if info else {}
+    replaces = plan.get("replaces")
+    return (LandedPiece(source_file=path, file_key=key, prefix_key=plan.get("prefix_key"),
+                        start_byte=int(plan.get("start", 0)),
+                        end_byte=int(plan.get("end", size)),
+                        first_line=int(plan.get("first_line", 1)), lines=lines),
+            None if not replaces else PartialLine(path, replaces[0], int(replaces[1]),
+                                                  int(replaces[2]), int(replaces[3])),
+            str(plan.get("note") or ""))
 
 
 def land_files(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -177,7 +234,8 @@ def land_files(spec: LandSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa
                 yield pa.RecordBatch.from_pylist(
                     [{"kind": kind, "source_file": path,
                       "file_key": key,
-                      "info": json.dumps({"size": row["size"], "arrived": row["arrived"]})}],
+                      "info": json.dumps({"size": row["size"], "arrived": row["arrived"],
+                                          "plan": row.get("plan")})}],
                     schema=LANDED_SCHEMA)
             if row["skipped"]:
                 continue
@@ -334,8 +392,10 @@ class StreamVerify(Job):
         "jobs/verify_messages.py; the replay window is held in streaming state."
     )
     epilog = (
-        "Restart on the same --checkpoint to go on where the stream stopped: every line lands "
-        "exactly once. Settings also come from --config; command-line options win."
+        "Stop it with SIGTERM or Ctrl-C: the micro-batch under way ends, then the stop-time "
+        "work, and it exits 0. Restart on the same --checkpoint to go on where the stream "
+        "stopped: every line lands exactly once. Settings also come from --config; "
+        "command-line options win."
     )
     verifies_messages = True
 
@@ -447,6 +507,124 @@ def same_worker_environment(spark: SparkSession) -> None:
         spark.sparkContext.environment.pop("SPARK_SIMPLIFIED_TRACEBACK", None)
 
 
+#: The signals that ask a stream to stop cleanly (SIGTERM: ``kill``, a service manager;
+#: SIGINT: Ctrl-C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopRequest:
+    """Whether the process was asked to stop, and by which signal. A signal only sets it
+    (the stream's loop looks every second): nothing is written, logged or called through
+    Py4J in a signal handler, which interrupts the main thread wherever it is."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.names: list[str] = []
+
+    def ask(self, name: str) -> None:
+        """Ask the stream to stop (``name``: the signal's, ``SIGTERM``)."""
+        self.names.append(name)
+        self.event.set()
+
+    def is_set(self) -> bool:
+        """True once asked."""
+        return self.event.is_set()
+
+    @property
+    def name(self) -> str:
+        """The signal that asked first."""
+        return self.names[0] if self.names else "asked to stop"
+
+    def on_signal(self, signum: int, _frame: Any) -> None:
+        """Python's signal handler."""
+        self.ask(signal.Signals(signum).name)
+
+
+class JvmStopHandler:
+    """A ``sun.misc.SignalHandler`` of the driver JVM, written in Python (a Py4J callback):
+    the signal asks the stream to stop instead of shutting the JVM down. Under spark-submit
+    the driver JVM is the process ``kill PID`` names, and Ctrl-C reaches it too: it would
+    otherwise stop Spark under the stream, which then ends with Py4J errors and skips its
+    stop-time work."""
+
+    def __init__(self, request: StopRequest) -> None:
+        self.request = request
+
+    def handle(self, jsignal: Any) -> None:
+        self.request.ask(f"SIG{jsignal.getName()}")
+
+    class Java:
+        implements: ClassVar[list[str]] = ["sun.misc.SignalHandler"]
+
+
+@contextlib.contextmanager
+def stop_on_signals(spark: SparkSession) -> Iterator[StopRequest]:
+    """In the block, SIGTERM and SIGINT (:data:`STOP_SIGNALS`) set the :class:`StopRequest`
+    it gives instead of ending the process: Python's handlers, and the driver JVM's
+    (:class:`JvmStopHandler`). The handlers before are put back after. Only a stream run by
+    the main thread (the job's) takes the signals: one run by another thread (a test, a
+    notebook) is stopped with ``query.stop()``, and its request is never set."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.signal(sig, request.on_signal) for sig in STOP_SIGNALS}
+    jvm: Any = spark.sparkContext._jvm
+    jvm_previous: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # no sun.misc.Signal in this JVM: Python's only
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(  # type: ignore[no-untyped-call]
+            spark.sparkContext._gateway)
+        handler = JvmStopHandler(request)
+        for sig in STOP_SIGNALS:
+            name = sig.name.removeprefix("SIG")
+            jvm_previous[name] = jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), handler)
+    try:
+        yield request
+    finally:
+        for name, jhandler in jvm_previous.items():
+            with contextlib.suppress(Exception):
+                jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jhandler)
+        for number, python_handler in previous.items():
+            signal.signal(number, python_handler)
+
+
+#: How long a stop waits for the micro-batch under way to end before it stops the query in
+#: the middle of it (the batch then runs again at the next start).
+STOP_WAIT_SECONDS = 60.0
+
+
+def stop_query(spark: SparkSession, query: Any, request: StopRequest | None = None,
+               wait: float = STOP_WAIT_SECONDS) -> None:
+    """Stop ``query`` between micro-batches: wait (at most ``wait`` seconds, or until
+    ``request`` is asked again: a second signal) for the micro-batch under way to end, then
+    ``query.stop()``. Spark's stop interrupts its query's thread wherever it is; between
+    micro-batches that is its wait for the next trigger. The warning Spark's scheduler
+    gives twice when the query's jobs are already done (``Failed to cancel job group``) is
+    left out: its log level is raised to errors for the stop."""
+    asked = len(request.names) if request is not None else 0
+    deadline = time.monotonic() + wait
+    with contextlib.suppress(Exception):  # the query ended meanwhile: nothing to wait for
+        while (query.isActive and query.status["isTriggerActive"]
+               and time.monotonic() < deadline
+               and (request is None or len(request.names) == asked)):
+            time.sleep(0.05)
+    logger = "org.apache.spark.scheduler.DAGScheduler"
+    jvm: Any = spark.sparkContext._jvm
+    level: Any = None
+    with contextlib.suppress(Exception):  # a driver that does not log with log4j 2
+        level = jvm.org.apache.logging.log4j.LogManager.getLogger(logger).getLevel()
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            logger, jvm.org.apache.logging.log4j.Level.ERROR)
+    try:
+        query.stop()
+    finally:
+        if level is not None:
+            with contextlib.suppress(Exception):
+                jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, level)
+
+
 def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
@@ -507,20 +685,25 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
               .trigger(**trigger))
     stopped = False
     try:
-        with run_marker(plan.lake_dir, plan.run_id):
+        with run_marker(plan.lake_dir, plan.run_id), stop_on_signals(spark) as stop:
             # what grew or changed since an earlier run landed it (a restart)
             changes = committer.land_changes()
             add_changes(result, changes, [])
             listener.report_landing("start", changes)
             tasks.start()
             query = writer.start()
+            committer.follow_landing(query, trigger, listener)
             log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
                 f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}")
-            try:
-                query.awaitTermination()
-            except KeyboardInterrupt:
-                log("stopping the stream (interrupted); restart on the same checkpoint")
-                query.stop()
+            # until the query ends (available-now: its input is done; an error raises
+            # here) or a signal asks it to stop
+            while not stop.is_set() and not query.awaitTermination(1):
+                pass
+            if query.isActive:
+                log(f"stopping the stream ({stop.name}): the micro-batch under way, if "
+                    "any, ends first, then the stop-time work; restart on the same "
+                    "checkpoint to go on")
+                stop_query(spark, query, stop)
             listener.flush(query)
             # what grew or changed while this run went on (after its last micro-batch)
             changes = committer.land_changes()
@@ -567,6 +750,39 @@ class BatchCommitter:
             return LandingChanges()
         with self.lock:
             return self.watch.land(self.spark)
+
+    def follow_landing(self, query: Any, trigger: dict[str, Any], listener: Any
+                       ) -> threading.Thread | None:
+        """With a processing-time trigger, look at the landing folder once per trigger
+        interval on a thread of its own, and land what grew or changed: Spark runs no
+        micro-batch without a new file (so no look after one), and a file that only grows
+        would otherwise wait for the next new file or the stop. Each look takes the commit
+        lock (never while a micro-batch commits) and is reported as ``landing_watch``
+        ``watch``; the thread ends once ``query`` is no longer active. Returns the thread
+        (``None``: no landing folder, or an ``availableNow`` trigger)."""
+        every = trigger_seconds(trigger)
+        if self.watch is None or every is None:
+            return None
+
+        def follow() -> None:
+            while True:
+                time.sleep(every)
+                with self.lock:
+                    try:
+                        if not query.isActive:
+                            return
+                        changes = self.watch.land(self.spark) if self.watch else None
+                    except Exception as exc:  # looked at again next time
+                        log(f"landing: looking at {self.plan.landing} failed "
+                            f"({type(exc).__name__}: {exc}); looking again later")
+                        continue
+                    if changes is not None and changes.result is not None:
+                        add_changes(self.result, changes, [])
+                        listener.report_landing("watch", changes)
+
+        thread = threading.Thread(target=follow, name="snap-spark landing watch", daemon=True)
+        thread.start()
+        return thread
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         with self.lock:
@@ -626,11 +842,18 @@ class BatchCommitter:
                     "ingest_id": ingest_id, "snap_spark": __version__,
                     "settings": self.settings.as_record()}
             arrived = [json.loads(r["info"]) for r in pieces if r["kind"] == "piece"]
-            ledger = [LandedPiece(source_file=r["source_file"], file_key=r["file_key"],
-                                  prefix_key=None, start_byte=0, end_byte=int(a["size"]),
-                                  first_line=1, lines=landed.lines.get(r["file_key"], 0))
-                      for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived,
-                                      strict=True) if "size" in a]
+            ledger: list[LandedPiece] = []
+            replaced: list[PartialLine] = []
+            for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived, strict=True):
+                if "size" not in a:
+                    continue  # a Kafka partition's records
+                piece, partial, note = planned_piece(
+                    r["source_file"], r["file_key"], a.get("plan"), int(a["size"]),
+                    landed.lines.get(r["file_key"], 0))
+                ledger.append(piece)
+                replaced += [partial] if partial is not None else []
+                if note:
+                    log(f"landing: {r['source_file']}: {note}")
             # a file gone before it was read: a ledger row without lines names it
             ledger += [LandedPiece(source_file=path, file_key=vanished_key(path, batch_id),
                                    prefix_key=None, start_byte=0, end_byte=0, first_line=1,
@@ -647,7 +870,7 @@ class BatchCommitter:
                 also_keys=(pa.table({"sender": [k[0] for k in inexact],
                                      "msg_id": [k[1] for k in inexact]},
                                     schema=INEXACT_KEYS) if inexact else None),
-                catch_up_tasks=self.tasks is None), outcome)
+                catch_up_tasks=self.tasks is None, replaced=replaced), outcome)
             # the batch's rows are in the lake from here: its latency ends now, not after
             # the landing watch below
             committed_at = time.time()
@@ -684,6 +907,26 @@ class BatchCommitter:
                 f"({outcome.lines_read} lines, as committed then)")
         else:
             log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
+
+
+def trigger_seconds(trigger: dict[str, Any]) -> float | None:
+    """The interval of a processing-time trigger (:func:`parse_trigger`'s arguments) in
+    seconds; ``None`` for any other trigger.
+
+    Examples:
+        >>> trigger_seconds(parse_trigger("processing-time=500ms"))
+        0.5
+        >>> trigger_seconds(parse_trigger("processing-time=2m")), trigger_seconds(
+        ...     parse_trigger("available-now"))
+        (120.0, None)
+    """
+    text = trigger.get("processingTime")
+    if not isinstance(text, str):
+        return None
+    number, _, unit = text.strip().partition(" ")
+    scale = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}.get(
+        unit.strip().rstrip("s"), 1.0)
+    return float(number) * scale
 
 
 def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[str]) -> None:

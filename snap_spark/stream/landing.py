@@ -5,7 +5,9 @@ What happens to a file after that is this module's:
 
 - **grown**: the file starts with the bytes the stream landed and has more. The new lines
   land as a continuation (line numbers go on, the ledger row names the piece it continues),
-  exactly as the batch job lands a grown file (:mod:`snap_spark.pipeline.ingest`).
+  exactly as the batch job lands a grown file (:mod:`snap_spark.pipeline.ingest`): when
+  the stream had landed a last line its writer had not finished, that line lands again
+  completed and its earlier row is removed.
 - **changed**: the landed bytes were rewritten (or the file got shorter). The file lands
   again whole as a new version, as the batch job does, with a line saying so.
 - **vanished**: Spark listed the file for a micro-batch, but it was gone before its lines
@@ -15,9 +17,15 @@ What happens to a file after that is this module's:
 
 :func:`watch_landing` finds the grown and changed files by comparing the landing folder
 with the ledger (``ingested_files``) and lands them with the batch job's run; the stream
-calls it when it starts, after each micro-batch it commits, and when it stops. Those
-lines are decided against the lake like every other writer's, so the verdicts are the
-same as if the whole file had arrived at once (docs/verdicts.md).
+calls it when it starts, after each micro-batch it commits, once per trigger interval
+while no micro-batch runs, and when it stops. Those lines are decided against the lake
+like every other writer's, so the verdicts are the same as if the whole file had arrived
+at once (docs/verdicts.md).
+
+A file whose last line is unfinished and that was modified within :data:`SETTLE_SECONDS`
+lands its complete lines only; the last one waits until it is finished or the file has not
+changed for that long (then it lands as it stands, and is replaced if it grows later).
+Waiting changes no verdict, only how often a line being written is landed.
 
 Examples:
     >>> vanished_key("/landing/a.jsonl", 7).startswith("vanished:")
@@ -61,8 +69,9 @@ class LandingChanges:
 
 
 #: A grown file whose last line is unfinished (no final newline) and that was modified less
-#: than this many seconds ago is looked at again later: its writer is most likely still
-#: appending, and landing half a line now would make the rest a new version of the file.
+#: than this many seconds ago lands its complete lines only, and is looked at again later:
+#: its writer is most likely still on the last line, which would be landed unfinished and
+#: replaced a moment later.
 SETTLE_SECONDS = 30.0
 
 
@@ -141,7 +150,7 @@ class LandingWatch:
     def land(self, spark: SparkSession) -> LandingChanges:
         """Land what grew or changed (nothing when nothing did)."""
         from snap_spark.lake import table_rows
-        from snap_spark.pipeline.ingest import LandedPiece, plan_files
+        from snap_spark.pipeline.ingest import LandedPiece, last_line_start, plan_files
         from snap_spark.pipeline.job import run
 
         changes = LandingChanges()
@@ -150,10 +159,16 @@ class LandingWatch:
         if not suspects:
             return changes
         present = [path for path in suspects if storage.exists(path)]
+        upto: dict[str, int] = {}
         for plan in plan_files(present, [LandedPiece.from_row(row) for row in rows]):
             if plan.action != "same" and still_writing(plan.source_file):
+                # its writer is most likely still on the last line: the lines before it
+                # land now, the last one when it is finished or the file stops growing
                 self._looked.pop(plan.source_file, None)  # looked at again next time
-                continue
+                complete = last_line_start(plan.source_file, plan.start_byte, plan.end_byte)
+                if complete <= plan.start_byte:
+                    continue
+                upto[plan.source_file] = complete
             if plan.action == "grown":
                 changes.grown.append(plan.source_file)
             elif plan.action in ("changed", "new"):
@@ -164,7 +179,7 @@ class LandingWatch:
         log(f"landing: {len(changes.grown)} file(s) grew and {len(changes.changed)} changed "
             "after the stream landed them: landing them as the batch job does")
         try:
-            changes.result = run(spark, todo, self.lake_dir, self.settings)
+            changes.result = run(spark, todo, self.lake_dir, self.settings, upto=upto)
         except FileNotFoundError as exc:
             log(f"landing: {exc}; looking again later")
             for path in todo:

@@ -63,6 +63,11 @@ class BatchProgress:
                 # what re-deciding them did to the table's count per code: these added to
                 # every line's valid and codes give the table's counts
                 "redecided_codes": coded(outcome.redecided_codes),
+                # rows of unfinished last lines removed (their lines landed again
+                # completed): lines less these add up to the table's rows, and these codes
+                # (negative) count in its counts
+                "rows_replaced": outcome.rows_replaced,
+                "replaced_codes": coded(outcome.replaced_codes),
                 # a batch re-run after a restart whose commits were made before it: the
                 # figures are those the lake recorded then, and no row was written now
                 "already_committed": bool(outcome.already_committed),
@@ -133,6 +138,8 @@ def format_line(fields: dict[str, Any]) -> str:
                          for code, n in (fields.get("redecided_codes") or {}).items())
         parts.append(f"{fields['rows_redecided']} earlier rows re-decided"
                      + (f" ({moved})" if moved else ""))
+    if fields.get("rows_replaced"):
+        parts.append(f"{fields['rows_replaced']} row(s) of unfinished lines replaced")
     if fields.get("files_grown") or fields.get("files_changed"):
         parts.append(f"{fields.get('files_grown', 0)} grown and "
                      f"{fields.get('files_changed', 0)} changed file(s) landed again")
@@ -214,8 +221,9 @@ class ProgressListener(StreamingQueryListener):
 
     def report_landing(self, when: str, changes: Any) -> None:
         """Report what the landing watch landed outside a micro-batch (``when``: ``start``,
-        before the first one; ``stop``, after the last): one line and one JSON object
-        (``batch_id`` null), so the progress lines add up to what the tables hold."""
+        before the first one; ``watch``, between micro-batches, when no new file arrived;
+        ``stop``, after the last): one line and one JSON object (``batch_id`` null), so the
+        progress lines add up to what the tables hold."""
         if changes.result is None:
             return
         outcome = changes.result
@@ -226,6 +234,8 @@ class ProgressListener(StreamingQueryListener):
                   "rows_written": outcome.message_rows_written,
                   "rows_redecided": outcome.rows_redecided,
                   "redecided_codes": coded(outcome.redecided_codes),
+                  "rows_replaced": outcome.rows_replaced,
+                  "replaced_codes": coded(outcome.replaced_codes),
                   "already_committed": bool(outcome.already_committed),
                   "files_grown": len(changes.grown), "files_changed": len(changes.changed),
                   "files_vanished": 0, "vanished": [], "committed_at": time.time()}

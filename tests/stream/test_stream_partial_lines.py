@@ -1,0 +1,232 @@
+"""The stream and landing files whose last line is unfinished (issue 47, items 1 and 5).
+
+Spark's first pick-up lands a file as it is, its unfinished last line included; when the
+file grows, the landing watch lands it from that line's start and the unfinished line's rows
+are removed. A file that grows while no other file arrives is landed by the watch within a
+trigger interval or two. Every line once, verdicts as the checker's over the finished files,
+and the progress lines adding up to what the tables hold (lines less rows replaced).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.samples.messages import SampleConfig, generate, write_sample
+from snap_spark.settings import VerifySettings
+from snap_spark.stream.job import StreamPlan, run_stream
+from tests.hold import HOLDING
+from tests.jobs import kill_when, start_job
+from tests.lake.helpers import delta_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _plan(tmp_path: Path) -> StreamPlan:
+    return StreamPlan(lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
+                      settings=VerifySettings(), lateness=600.0, run_id=uuid.uuid4().hex,
+                      landing=str(tmp_path / "landing"),
+                      progress_json=str(tmp_path / "progress.jsonl"))
+
+
+def _progress(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "progress.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait_for(tmp_path: Path, test: Any, what: str, timeout: float = 120.0) -> float:
+    started = time.monotonic()
+    while not test(_progress(tmp_path)):
+        assert time.monotonic() - started < timeout, f"no progress {what}: {_progress(tmp_path)}"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def _check(tmp_path: Path, files: list[tuple[Path, bytes]]) -> None:
+    """Each line once in both tables, the checker's verdicts over the finished files, and
+    the progress adding up to the table."""
+    lake = tmp_path / "lake"
+    where = [(str(path), n) for path, data in files
+             for n in range(1, len(data.splitlines()) + 1)]
+    lines = [line for _, data in files for line in data.splitlines()]
+    names = [line_name(src, n) for src, n in where]
+    reference = {key: (v.error_code, v.error_detail or None) for key, v in zip(
+        where, check_lines(lines, ReceiptClock.refuse(), names=names), strict=True)}
+    for table in ("raw_messages", "messages"):
+        counted = Counter((r["source_file"], r["line_no"]) for r in delta_rows(
+            lake / table, "select source_file, line_no from t"))
+        assert set(counted) == set(reference), table
+        assert max(counted.values()) == 1, f"{table}: a line landed twice"
+    rows = delta_rows(lake / "messages")
+    assert {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
+            for m in rows} == reference
+    table = Counter("valid" if m["error_code"] is None else str(m["error_code"]) for m in rows)
+    summed: Counter[str] = Counter()
+    progress = _progress(tmp_path)
+    for fields in progress:
+        summed["valid"] += fields["valid"]
+        summed.update(fields["codes"])
+        summed.update(fields["redecided_codes"])
+        summed.update(fields["replaced_codes"])
+        assert -sum(fields["replaced_codes"].values()) == fields["rows_replaced"]
+    assert sum(f["lines"] - f["rows_replaced"] for f in progress) == len(rows)
+    assert +summed == +table
+
+
+def test_the_issues_repro_through_the_stream_lands_each_line_once(
+        spark: Any, tmp_path: Path) -> None:
+    """Issue 47: the first 174,470 bytes of an 8,000-line sample (line 277 unfinished)
+    dropped into the landing folder and streamed, then the rest appended and streamed."""
+    whole = tmp_path / "whole.jsonl"
+    write_sample(SampleConfig(messages=8000), str(whole), tasks_path=None)
+    data = whole.read_bytes()
+    cut = 174_470
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    path = landing / "traffic.jsonl"
+    path.write_bytes(data[:cut])
+    first = run_stream(spark, _plan(tmp_path), {"availableNow": True})
+    assert first.lines_read == 277
+    with path.open("ab") as out:
+        out.write(data[cut:])
+    second = run_stream(spark, _plan(tmp_path), {"availableNow": True})
+    assert (second.files_grown, second.lines_read, second.rows_replaced) == (1, 7724, 1)
+    assert len(delta_rows(tmp_path / "lake" / "messages", "select line_no from t")) == 8000
+    _check(tmp_path, [(path, data)])
+
+
+def test_a_running_stream_lands_growth_without_a_new_file_and_replaces_unfinished_lines(
+        spark: Any, tmp_path: Path) -> None:
+    """A running stream (1 s trigger): a.jsonl grows by whole lines while no other file
+    arrives, and is landed within a few seconds (issue 47, item 5); b.jsonl arrives with
+    its last line unfinished (Spark lands it so), grows twice mid-line and is finished: each
+    line once, the unfinished rows replaced by the finished lines."""
+    lines = [line for line, _ in generate(SampleConfig(agents=5, messages=1_200, seed=29,
+                                                       attack_share=0.3))]
+    a_data = b"\n".join(lines[:600]) + b"\n"
+    b_data = b"\n".join(lines[600:]) + b"\n"
+    b_ends = [i for i, byte in enumerate(b_data) if byte == 10]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    a, b = landing / "a.jsonl", landing / "b.jsonl"
+    a_cut = a_data.index(b"\n", len(a_data) // 3) + 1
+    a.write_bytes(a_data[:a_cut])
+    outcome: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            outcome["result"] = run_stream(spark, _plan(tmp_path), {"processingTime": "1 second"})
+        except BaseException as exc:  # reported by the test thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=go, daemon=True)
+    worker.start()
+    try:
+        _wait_for(tmp_path, lambda p: any(f["batch_id"] == 0 for f in p), "for batch 0")
+        # b arrives in the middle of its line 100: Spark lands it so
+        staging = tmp_path / "b.jsonl"
+        staging.write_bytes(b_data[:b_ends[99] - 25])
+        os.replace(staging, b)
+        _wait_for(tmp_path, lambda p: any(f["batch_id"] == 1 for f in p), "for batch 1")
+        # a grows by whole lines, and nothing else arrives
+        with a.open("ab") as out:
+            out.write(a_data[a_cut:])
+        waited = _wait_for(tmp_path, lambda p: any(
+            f.get("landing_watch") == "watch" and f["files_grown"] for f in p),
+            "from the landing watch")
+        assert waited < 10.0, f"a grown file waited {waited:.1f} s for the landing watch"
+        # b: line 100 finished, then lines up to 300, line 300 unfinished again (its
+        # writer still at it: the lines before it land now, line 300 waits)
+        with b.open("ab") as out:
+            out.write(b_data[b_ends[99] - 25:b_ends[299] - 10])
+        _wait_for(tmp_path, lambda p: sum(f.get("rows_replaced", 0) for f in p) >= 1,
+                  "replacing b's line 100")
+        with b.open("ab") as out:  # finished
+            out.write(b_data[b_ends[299] - 10:])
+        _wait_for(tmp_path, lambda p: sum(f["lines"] - f["rows_replaced"] for f in p)
+                  >= 1_200, "with every line landed")
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+        worker.join(timeout=180)
+    assert "error" not in outcome, outcome.get("error")
+    _check(tmp_path, [(a, a_data), (b, b_data)])
+    assert sum(f["rows_replaced"] for f in _progress(tmp_path)) == 1  # b's line 100
+
+
+def test_sparks_first_pick_up_plans_a_file_against_the_ledger(
+        spark: Any, tmp_path: Path) -> None:
+    """A file the batch job landed with its last line unfinished, grown since, that Spark
+    lists for the first time (a new checkpoint, say): its landing task lands it from the
+    unfinished line's start, names the row it replaces, and reads no further than it
+    hashed."""
+    import pyarrow as pa
+
+    from snap_spark.pipeline.job import run
+    from snap_spark.stream.job import plan_files, planned_piece
+
+    lines = [line for line, _ in generate(SampleConfig(agents=3, messages=40, seed=37))]
+    data = b"\n".join(lines) + b"\n"
+    ends = [i for i, byte in enumerate(data) if byte == 10]
+    path, lake = tmp_path / "a.jsonl", tmp_path / "lake"
+    path.write_bytes(data[:ends[19] - 5])  # line 20 unfinished
+    run(spark, [str(path)], str(lake))
+    path.write_bytes(data)
+    ledger = str(lake / "ingested_files")
+    rows = [r for b in plan_files(ledger, 1 << 20, [pa.record_batch({"path": [str(path)]})])
+            for r in b.to_pylist()]
+    assert [(r["start"], r["end"], r["first_line"], r["skipped"]) for r in rows] == [
+        (ends[18] + 1, len(data), 20, False)]
+    piece, replaced, note = planned_piece(str(path), rows[0]["file_key"], rows[0]["plan"],
+                                          len(data), 21)
+    assert (piece.start_byte, piece.first_line, piece.prefix_key is not None) == (
+        ends[18] + 1, 20, True)
+    assert replaced is not None and replaced.line_no == 20
+    assert "line 20 replacing the row landed before" in note
+    # the same bytes once landed: skipped
+    run(spark, [str(path)], str(lake))
+    again = [r for b in plan_files(ledger, 1 << 20, [pa.record_batch({"path": [str(path)]})])
+             for r in b.to_pylist()]
+    assert [r["skipped"] for r in again] == [True]
+
+
+def test_a_stream_killed_while_it_replaces_an_unfinished_line_then_restarted(
+        tmp_path: Path) -> None:
+    """The stream's start look lands a file whose unfinished line was finished; the job is
+    held still after its rows left ``raw_messages`` and ``messages`` (before its own
+    ``messages`` commit), killed (SIGKILL of its process group) and started again."""
+    lines = [line for line, _ in generate(SampleConfig(agents=4, messages=900, seed=31))]
+    data = b"\n".join(lines) + b"\n"
+    ends = [i for i, byte in enumerate(data) if byte == 10]
+    landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
+    landing.mkdir()
+    path = landing / "live.jsonl"
+    path.write_bytes(data[:ends[399] - 30])
+    args = ["--trigger", "available-now", "--landing", str(landing), "--lake", str(lake),
+            "--checkpoint", str(ckpt), "--progress-json", str(tmp_path / "progress.jsonl")]
+    first = start_job("stream_verify.py", args)
+    first.communicate(timeout=300)
+    assert first.returncode == 0
+    with path.open("ab") as out:
+        out.write(data[ends[399] - 30:])
+    said = kill_when(start_job("stream_verify.py", args,
+                               hold_at="messages: removed the rows", hold_nth=2), HOLDING)
+    assert "line 400 replacing the row landed before" in said
+    again = start_job("stream_verify.py", args)
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err.decode(errors="replace")[-3000:]
+    lake_rows = delta_rows(lake / "messages", "select source_file, line_no from t")
+    assert len(lake_rows) == len(lines)
+    # the killed run's progress never reached the file; the runs that finished add up
+    _check(tmp_path, [(path, data)])
