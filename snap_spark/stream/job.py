@@ -742,6 +742,29 @@ class BatchCommitter:
         #: landing folder: files that grow or change after they were landed
         self.watch = (LandingWatch(plan.landing, plan.lake_dir, settings)
                       if plan.landing else None)
+        #: when this run of the stream began to look at its input, and when each of its
+        #: last two micro-batches ended: the bounds of when a file can have first been seen
+        self.started_at = time.time()
+        self.ends: list[float] = []
+
+    def seen_since(self) -> float:
+        """The earliest a file of the micro-batch about to commit can have come into the
+        landing folder, as far as this stream can tell: Spark lists the folder as it plans a
+        micro-batch, after the one before ended, and (without ``--max-files-per-trigger``)
+        takes every file its listing finds, so a file of micro-batch k was not there when
+        micro-batch k-1 was planned, after micro-batch k-2 ended. With the option, or early
+        in a run, this run's start: a file waiting in the folder is first seen then."""
+        if self.plan.max_files_per_trigger or len(self.ends) < 2:
+            return self.started_at
+        return self.ends[-2]
+
+    def arrival(self, modified: float) -> float:
+        """When a file counts as arrived, for the latency figures: its modification time,
+        unless it is older than :meth:`seen_since` (a file linked or moved in with an old
+        time, or there before the stream started), then that time. The figures so run from
+        when the stream could first have seen the file, never from an old modification
+        time (a sample file linked into the folder gave ``latency p50 446.7 s``)."""
+        return max(modified, self.seen_since())
 
     def land_changes(self) -> LandingChanges:
         """Land what grew or changed in the landing folder since it was landed (under the
@@ -895,8 +918,13 @@ class BatchCommitter:
         result.files_seen = result.files_processed + result.files_skipped
         if changes.result is not None:  # this batch's line also counts what they landed
             outcome.add(changes.result)
+        # files count from when the stream could first have seen them; Kafka records
+        # from their own timestamps
+        since = [self.arrival(a["arrived"]) if "size" in a else a["arrived"]
+                 for a in arrived]
+        self.ends = [*self.ends[-1:], time.time()]
         self.progress.record(batch_id, outcome, time.monotonic() - started,
-                             [a["arrived"] for a in arrived], sum(self.state_keys.values()),
+                             since, sum(self.state_keys.values()),
                              landing={"files_grown": len(changes.grown),
                                       "files_changed": len(changes.changed),
                                       "files_vanished": len(vanished),

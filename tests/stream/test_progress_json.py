@@ -52,3 +52,33 @@ def test_progress_lines_come_from_spark_s_json_not_pyspark_s_copies(
         assert fields["batch_seconds"] > 0
         assert isinstance(fields["state_rows"], int) and fields["state_rows"] > 0
         assert len(fields["query_id"]) == 36
+
+
+def test_latency_counts_from_when_the_stream_could_first_see_a_file(
+        spark: Any, tmp_path: Path) -> None:
+    """Issue 47: a file already in the landing folder, with a modification time an hour old
+    (a sample linked in, a file moved from an archive), gave a first progress line of
+    ``latency p50 446.7 s``, counted from its modification time. The latency of a file runs
+    from when this stream could first have seen it: here, its start."""
+    import os
+    import time
+
+    lines = [line for line, _ in generate(SampleConfig(agents=4, messages=300, seed=6))]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    old = landing / "old.jsonl"
+    old.write_bytes(b"\n".join(lines) + b"\n")
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    progress = tmp_path / "progress.jsonl"
+    plan = StreamPlan(lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
+                      settings=VerifySettings(bare_clock="message"), lateness=600.0,
+                      run_id=uuid.uuid4().hex, landing=str(landing),
+                      progress_json=str(progress))
+    started = time.time()
+    run_stream(spark, plan, {"availableNow": True})
+    took = time.time() - started
+    batches = [json.loads(x) for x in progress.read_text().splitlines()]
+    batches = [b for b in batches if b["batch_id"] is not None]
+    assert [b["lines"] for b in batches] == [len(lines)]
+    assert 0 <= batches[0]["latency_max"] <= took  # not the hour since it was written
