@@ -417,6 +417,21 @@ def _start(conn: socket.socket, closing: list[object], count: int) -> int:
     return pid
 
 
+#: Log levels (``SNAP_SPARK_LOG_LEVEL``) at which the state step's own prints are shown.
+VERBOSE_LEVELS = frozenset({"INFO", "DEBUG", "TRACE", "ALL"})
+
+
+def verbose(env: dict[str, str]) -> bool:
+    """Whether the job's log level (``SNAP_SPARK_LOG_LEVEL`` in ``env``, default ``WARN``)
+    shows more than warnings.
+
+    Examples:
+        >>> verbose({}), verbose({"SNAP_SPARK_LOG_LEVEL": "debug"})
+        (False, True)
+    """
+    return env.get("SNAP_SPARK_LOG_LEVEL", "WARN").upper() in VERBOSE_LEVELS
+
+
 def _child(request: dict[str, Any], fds: list[int], closing: list[object]) -> None:
     """In the forked child: take over the client's streams, environment and folder, and
     run the step's module as ``__main__``. Exits with its status."""
@@ -440,7 +455,11 @@ def _child(request: dict[str, Any], fds: list[int], closing: list[object]) -> No
             os.dup2(fd, target)
             os.close(fd)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        # the step prints five "Streaming TransformWithStateInPandas Python worker ..."
+        # paragraphs (its UDF's repr and schema) at every stream start: kept off the
+        # console unless the job's log level asks for more than warnings
+        sys.stdout = (io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+                      if verbose(request["env"]) else open(os.devnull, "w"))  # noqa: SIM115
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
         os.environ.clear()
         os.environ.update(request["env"])

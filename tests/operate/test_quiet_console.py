@@ -1,0 +1,53 @@
+"""A stream run as people run it (``snap-spark submit stream_verify``) prints its own
+progress and summary, not the notices every run used to show (issue 47): the five
+``Streaming TransformWithStateInPandas Python worker ...`` paragraphs PySpark's driver-side
+state step prints at each start (with its UDF's repr and schema), the state server's
+``No more data to read from the socket`` WARN, and the native-Hadoop and adaptive-execution
+WARNs. With ``SNAP_SPARK_LOG_LEVEL=INFO`` the state step's paragraphs are shown again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from snap_spark.samples.messages import SampleConfig, generate
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SNAP_SPARK = Path(sys.executable).parent / "snap-spark"
+#: What the console no longer shows at the default log level.
+NOTICES = ("TransformWithStateInPandas Python worker", "No more data to read from the socket",
+           "NativeCodeLoader", "ResolveWriteToStream")
+
+
+def run_stream(tmp_path: Path, name: str, **env: str) -> str:
+    lines = [line for line, _ in generate(SampleConfig(agents=3, messages=200, seed=8))]
+    landing = tmp_path / name / "landing"
+    landing.mkdir(parents=True)
+    (landing / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    done = subprocess.run(
+        [str(SNAP_SPARK), "submit", "--conf", "spark.snap.lake.backend=delta-rs",
+         "stream_verify", "--landing", str(landing), "--lake", str(tmp_path / name / "lake"),
+         "--checkpoint", str(tmp_path / name / "ckpt"), "--trigger", "available-now",
+         "--bare-clock", "message"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **env})
+    console = done.stdout + done.stderr
+    assert done.returncode == 0, console[-3000:]
+    assert "lines read: 200" in console
+    return console
+
+
+def test_a_stream_s_console_holds_its_own_lines_only(tmp_path: Path) -> None:
+    console = run_stream(tmp_path, "quiet")
+    shown = [notice for notice in NOTICES if notice in console]
+    assert shown == [], console[-3000:]
+
+
+def test_a_verbose_log_level_shows_the_state_step_s_lines(tmp_path: Path) -> None:
+    console = run_stream(tmp_path, "verbose", SNAP_SPARK_LOG_LEVEL="INFO")
+    assert "TransformWithStateInPandas Python worker" in console
