@@ -9,25 +9,21 @@ of how the lines arrived; the progress lines must add up to what the tables hold
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from snap_spark.audit.job import audit
-from snap_spark.protocol.checker import check_lines
-from snap_spark.protocol.replay import line_name
-from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, StreamResult, run_stream
 from snap_spark.stream.landing import is_vanished_key
 from tests.lake.helpers import delta_rows
+from tests.stream.landing_checks import check_each_line_once, progress_lines, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -50,48 +46,6 @@ def _write(path: Path, part: list[bytes], mode: str = "wb") -> None:
         out.write(b"\n".join(part) + b"\n")
 
 
-def _progress(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "progress.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
-def _wait_for(tmp_path: Path, test: Any, what: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not test(_progress(tmp_path)):
-        assert time.monotonic() < deadline, f"no progress line {what}: {_progress(tmp_path)}"
-        time.sleep(0.1)
-
-
-def _check(tmp_path: Path, lines: list[bytes], where: list[tuple[str, int]]) -> None:
-    """Every line once in both tables, verdicts as the checker's over all lines, and the
-    progress lines adding up to the table."""
-    lake = tmp_path / "lake"
-    names = [line_name(src, n) for src, n in where]
-    reference = {key: (v.error_code, v.error_detail or None) for key, v in zip(
-        where, check_lines(lines, ReceiptClock.refuse(), names=names), strict=True)}
-    for table in ("raw_messages", "messages"):
-        counted = Counter((r["source_file"], r["line_no"]) for r in delta_rows(
-            lake / table, "select source_file, line_no from t"))
-        assert set(counted) == set(reference), table
-        assert max(counted.values()) == 1, table
-    rows = delta_rows(lake / "messages")
-    assert {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
-            for m in rows} == reference
-    table = Counter("valid" if m["error_code"] is None else str(m["error_code"]) for m in rows)
-    summed: Counter[str] = Counter()
-    progress = _progress(tmp_path)
-    for fields in progress:
-        summed["valid"] += fields["valid"]
-        summed.update(fields["codes"])
-        # a late, earlier-received copy re-decides rows an earlier line counted
-        summed.update(fields["redecided_codes"])
-        assert sum(fields["redecided_codes"].values()) == 0
-        assert sum(abs(n) for n in fields["redecided_codes"].values()) <= (
-            2 * fields["rows_redecided"])
-    assert sum(f["lines"] for f in progress) == len(rows)
-    assert +summed == +table
-
-
 def test_a_file_that_grows_lands_in_a_later_micro_batch_and_at_a_restart(
         spark: Any, tmp_path: Path, lines: list[bytes]) -> None:
     landing = tmp_path / "landing"
@@ -111,18 +65,18 @@ def test_a_file_that_grows_lands_in_a_later_micro_batch_and_at_a_restart(
     worker = threading.Thread(target=go, daemon=True)
     worker.start()
     try:
-        _wait_for(tmp_path, lambda p: any(f["batch_id"] == 0 for f in p), "for batch 0")
+        wait_for(tmp_path, lambda p: any(f["batch_id"] == 0 for f in p), "for batch 0")
         # the running stream has landed a.jsonl: it grows, and a new file arrives
         _write(a, lines[cuts[1]:cuts[2]], "ab")
         _write(b, lines[cuts[2]:cuts[3]])
-        _wait_for(tmp_path, lambda p: sum(f["files_grown"] for f in p) >= 1,
+        wait_for(tmp_path, lambda p: sum(f["files_grown"] for f in p) >= 1,
                   "with a grown file")
     finally:
         for query in spark.streams.active:
             query.stop()
         worker.join(timeout=180)
     assert "error" not in outcome, outcome.get("error")
-    grown = [f for f in _progress(tmp_path) if f["files_grown"]]
+    grown = [f for f in progress_lines(tmp_path) if f["files_grown"]]
     # while the stream runs (after a micro-batch, or its look between them), not at a stop
     assert grown[0]["batch_id"] is not None or grown[0]["landing_watch"] == "watch"
     assert grown[0]["lines"] >= cuts[2] - cuts[1]
@@ -131,7 +85,7 @@ def test_a_file_that_grows_lands_in_a_later_micro_batch_and_at_a_restart(
     _write(a, lines[cuts[3]:cuts[4]], "ab")
     result = run_stream(spark, _plan(tmp_path), {"availableNow": True})
     assert isinstance(result, StreamResult) and result.files_grown == 1
-    start = [f for f in _progress(tmp_path) if f.get("landing_watch") == "start"]
+    start = [f for f in progress_lines(tmp_path) if f.get("landing_watch") == "start"]
     assert len(start) == 1 and start[0]["lines"] == cuts[4] - cuts[3]
 
     n_a = (cuts[2] - cuts[0]) + (cuts[4] - cuts[3])
@@ -139,7 +93,7 @@ def test_a_file_that_grows_lands_in_a_later_micro_batch_and_at_a_restart(
              + [(str(b), n) for n in range(1, cuts[3] - cuts[2] + 1)]
              + [(str(a), n) for n in range(cuts[2] + 1, n_a + 1)])
     ordered = lines[:cuts[2]] + lines[cuts[2]:cuts[3]] + lines[cuts[3]:]
-    _check(tmp_path, ordered, where)
+    check_each_line_once(tmp_path, ordered, where)
     # the ledger chains a.jsonl's pieces: each continues the one before
     pieces = sorted((r for r in delta_rows(tmp_path / "lake" / "ingested_files")
                      if r["source_file"] == str(a)), key=lambda r: r["start_byte"])
@@ -160,7 +114,7 @@ def test_a_file_gone_before_its_micro_batch_is_named_and_lands_when_it_comes_bac
 
     def remove_after_batch_0() -> None:
         deadline = time.monotonic() + 180
-        while not any(f["batch_id"] == 0 for f in _progress(tmp_path)):
+        while not any(f["batch_id"] == 0 for f in progress_lines(tmp_path)):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.02)
@@ -173,7 +127,7 @@ def test_a_file_gone_before_its_micro_batch_is_named_and_lands_when_it_comes_bac
     remover.join(timeout=10)
     assert not paths[2].exists()
     assert result.files_vanished == 1
-    vanished = [f for f in _progress(tmp_path) if f["files_vanished"]]
+    vanished = [f for f in progress_lines(tmp_path) if f["files_vanished"]]
     assert len(vanished) == 1 and vanished[0]["vanished"] == [str(paths[2])]
     ledger = [r for r in delta_rows(tmp_path / "lake" / "ingested_files")
               if r["source_file"] == str(paths[2])]
@@ -193,7 +147,7 @@ def test_a_file_gone_before_its_micro_batch_is_named_and_lands_when_it_comes_bac
     assert again.files_changed == 1
     where = [(str(p), n) for i, p in enumerate(paths)
              for n in range(1, len(lines[i * size:(i + 1) * size]) + 1)]
-    _check(tmp_path, lines, where)
+    check_each_line_once(tmp_path, lines, where)
 
 
 def test_a_late_earlier_copy_in_a_later_micro_batch_shows_in_the_progress_json(
@@ -218,7 +172,7 @@ def test_a_late_earlier_copy_in_a_later_micro_batch_shows_in_the_progress_json(
     plan = dataclasses.replace(_plan(tmp_path, max_files_per_trigger=1),
                                settings=VerifySettings(max_drift=100))
     run_stream(spark, plan, {"availableNow": True})
-    batches = [f for f in _progress(tmp_path) if f["batch_id"] is not None]
+    batches = [f for f in progress_lines(tmp_path) if f["batch_id"] is not None]
     assert [(f["valid"], f["codes"], f["rows_redecided"], f["redecided_codes"])
             for f in batches] == [(1, {}, 0, {}), (1, {}, 1, {"valid": -1, "2006": 1})]
     rows = {Path(m["source_file"]).name: m["error_code"]

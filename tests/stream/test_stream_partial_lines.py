@@ -9,26 +9,21 @@ and the progress lines adding up to what the tables hold (lines less rows replac
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from snap_spark.protocol.checker import check_lines
-from snap_spark.protocol.replay import line_name
-from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate, write_sample
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, run_stream
 from tests.hold import HOLDING
 from tests.jobs import kill_when, start_job
 from tests.lake.helpers import delta_rows
+from tests.stream.landing_checks import check_each_line_once, progress_lines, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -40,48 +35,13 @@ def _plan(tmp_path: Path) -> StreamPlan:
                       progress_json=str(tmp_path / "progress.jsonl"))
 
 
-def _progress(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "progress.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
-def _wait_for(tmp_path: Path, test: Any, what: str, timeout: float = 120.0) -> float:
-    started = time.monotonic()
-    while not test(_progress(tmp_path)):
-        assert time.monotonic() - started < timeout, f"no progress {what}: {_progress(tmp_path)}"
-        time.sleep(0.1)
-    return time.monotonic() - started
-
-
 def _check(tmp_path: Path, files: list[tuple[Path, bytes]]) -> None:
-    """Each line once in both tables, the checker's verdicts over the finished files, and
-    the progress adding up to the table."""
-    lake = tmp_path / "lake"
+    """Each line of the finished ``files`` once in both tables, with the checker's
+    verdicts, and the progress adding up to the table."""
     where = [(str(path), n) for path, data in files
              for n in range(1, len(data.splitlines()) + 1)]
-    lines = [line for _, data in files for line in data.splitlines()]
-    names = [line_name(src, n) for src, n in where]
-    reference = {key: (v.error_code, v.error_detail or None) for key, v in zip(
-        where, check_lines(lines, ReceiptClock.refuse(), names=names), strict=True)}
-    for table in ("raw_messages", "messages"):
-        counted = Counter((r["source_file"], r["line_no"]) for r in delta_rows(
-            lake / table, "select source_file, line_no from t"))
-        assert set(counted) == set(reference), table
-        assert max(counted.values()) == 1, f"{table}: a line landed twice"
-    rows = delta_rows(lake / "messages")
-    assert {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
-            for m in rows} == reference
-    table = Counter("valid" if m["error_code"] is None else str(m["error_code"]) for m in rows)
-    summed: Counter[str] = Counter()
-    progress = _progress(tmp_path)
-    for fields in progress:
-        summed["valid"] += fields["valid"]
-        summed.update(fields["codes"])
-        summed.update(fields["redecided_codes"])
-        summed.update(fields["replaced_codes"])
-        assert -sum(fields["replaced_codes"].values()) == fields["rows_replaced"]
-    assert sum(f["lines"] - f["rows_replaced"] for f in progress) == len(rows)
-    assert +summed == +table
+    check_each_line_once(tmp_path, [line for _, data in files for line in data.splitlines()],
+                         where)
 
 
 def test_the_issues_repro_through_the_stream_lands_each_line_once(
@@ -133,16 +93,16 @@ def test_a_running_stream_lands_growth_without_a_new_file_and_replaces_unfinishe
     worker = threading.Thread(target=go, daemon=True)
     worker.start()
     try:
-        _wait_for(tmp_path, lambda p: any(f["batch_id"] == 0 for f in p), "for batch 0")
+        wait_for(tmp_path, lambda p: any(f["batch_id"] == 0 for f in p), "for batch 0")
         # b arrives in the middle of its line 100: Spark lands it so
         staging = tmp_path / "b.jsonl"
         staging.write_bytes(b_data[:b_ends[99] - 25])
         os.replace(staging, b)
-        _wait_for(tmp_path, lambda p: any(f["batch_id"] == 1 for f in p), "for batch 1")
+        wait_for(tmp_path, lambda p: any(f["batch_id"] == 1 for f in p), "for batch 1")
         # a grows by whole lines, and nothing else arrives
         with a.open("ab") as out:
             out.write(a_data[a_cut:])
-        waited = _wait_for(tmp_path, lambda p: any(
+        waited = wait_for(tmp_path, lambda p: any(
             f.get("landing_watch") == "watch" and f["files_grown"] for f in p),
             "from the landing watch")
         assert waited < 10.0, f"a grown file waited {waited:.1f} s for the landing watch"
@@ -150,11 +110,11 @@ def test_a_running_stream_lands_growth_without_a_new_file_and_replaces_unfinishe
         # writer still at it: the lines before it land now, line 300 waits)
         with b.open("ab") as out:
             out.write(b_data[b_ends[99] - 25:b_ends[299] - 10])
-        _wait_for(tmp_path, lambda p: sum(f.get("rows_replaced", 0) for f in p) >= 1,
+        wait_for(tmp_path, lambda p: sum(f.get("rows_replaced", 0) for f in p) >= 1,
                   "replacing b's line 100")
         with b.open("ab") as out:  # finished
             out.write(b_data[b_ends[299] - 10:])
-        _wait_for(tmp_path, lambda p: sum(f["lines"] - f["rows_replaced"] for f in p)
+        wait_for(tmp_path, lambda p: sum(f["lines"] - f["rows_replaced"] for f in p)
                   >= 1_200, "with every line landed")
     finally:
         for query in spark.streams.active:
@@ -162,7 +122,7 @@ def test_a_running_stream_lands_growth_without_a_new_file_and_replaces_unfinishe
         worker.join(timeout=180)
     assert "error" not in outcome, outcome.get("error")
     _check(tmp_path, [(a, a_data), (b, b_data)])
-    assert sum(f["rows_replaced"] for f in _progress(tmp_path)) == 1  # b's line 100
+    assert sum(f["rows_replaced"] for f in progress_lines(tmp_path)) == 1  # b's line 100
 
 
 def test_sparks_first_pick_up_plans_a_file_against_the_ledger(
