@@ -97,6 +97,11 @@ def main(argv: list[str]) -> None:
         watch = Watch(text, int(os.environ.get(HOLD_NTH_ENV) or 1), sys.stdout, sys.stderr)
         sys.stdout = cast(TextIO, Watched(sys.stdout, watch))
         sys.stderr = cast(TextIO, Watched(sys.stderr, watch))
+    run_script(argv)
+
+
+def run_script(argv: list[str]) -> None:
+    """Run ``argv`` (a job script and its arguments) as ``python <script>`` would."""
     script = os.path.abspath(argv[0])
     sys.argv = [script, *argv[1:]]
     sys.path[0] = os.path.dirname(script)

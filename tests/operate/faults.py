@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import resource
-import runpy
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from tests.hold import run_script
 from tests.jobs import LOCAL_ARGS, ROOT
 
 #: The text of the log line the job is held at.
@@ -210,10 +210,7 @@ def main(argv: list[str]) -> None:
     text = os.environ.get(PAUSE_AT_ENV)
     if text:
         sys.stderr = _Pausing(sys.stderr, text, os.environ[RELEASE_ENV])  # type: ignore[assignment]
-    script = os.path.abspath(argv[0])
-    sys.argv = [script, *argv[1:]]
-    sys.path[0] = os.path.dirname(script)
-    runpy.run_path(script, run_name="__main__")
+    run_script(argv)
 
 
 if __name__ == "__main__":
