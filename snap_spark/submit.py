@@ -29,7 +29,7 @@ everything before JOB is spark-submit's (or ``--dry-run``), everything after JOB
 job unchanged. The process becomes spark-submit (:func:`os.execve`), so the job's exit
 status (0 clean, 1 failed, 2 usage, 3 alert, 4 storage fault: docs/cli.md, "Exit statuses")
 is the command's, and signals reach Spark: a stream's driver JVM passes SIGTERM and SIGINT
-on to the job, which stops cleanly (:func:`snap_spark.stream.job.stop_on_signals`).
+on to the job, which stops cleanly (:func:`snap_spark.pipeline.queries.stop_on_signals`).
 
 Importing this module imports no Spark.
 

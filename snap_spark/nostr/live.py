@@ -37,8 +37,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -317,7 +315,11 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     from snap_spark.nostr.ingest import resume_points
     from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
     from snap_spark.nostr.tap import RelayTap
-    from snap_spark.pipeline.queries import configure_checkpoint_files, stream_settings
+    from snap_spark.pipeline.queries import (
+        configure_checkpoint_files,
+        stop_on_signals,
+        stream_settings,
+    )
     from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.pipeline.tasks import TasksFollower
 
@@ -334,15 +336,6 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
                              if plan.since is not None
                              else resume_points(spark, plan.lake_dir, plan.relays, time.time()))
     result = LiveResult()
-    stop = threading.Event()
-
-    def asked_to_stop(signum: int, _frame: Any) -> None:
-        log(f"stopping the live stream ({signal.Signals(signum).name}); restart on the same "
-            "checkpoint to go on")
-        stop.set()
-
-    previous = {sig: signal.signal(sig, asked_to_stop) for sig in (signal.SIGTERM,
-                                                                   signal.SIGINT)}
     try:
         spool = SpoolWriter(plan.spool)
     except SpoolBusy as exc:
@@ -353,7 +346,11 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     # commits instead of inside them (what a crash leaves, the next catch-up takes)
     tasks = TasksFollower(spark, plan.lake_dir)
     stopped = False
+    signals = contextlib.ExitStack()
     try:
+        # SIGTERM and SIGINT ask the stream to stop, the driver JVM's too (under
+        # spark-submit `kill PID` names the JVM, which would otherwise stop Spark under it)
+        stop = signals.enter_context(stop_on_signals(spark))
         recipients = None if plan.all_messages else plan.keyring.recipients()
         tap = RelayTap(plan.relays, spool, recipients=recipients, since=since,
                        overlap=plan.overlap, max_backoff=plan.max_backoff,
@@ -379,6 +376,9 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             if query.awaitTermination(1):
                 break
+        if stop.is_set():
+            log(f"stopping the live stream ({stop.name}); restart on the same checkpoint to "
+                "go on")
         tap.stop()
         if query.isActive:
             query.processAllAvailable()
@@ -396,8 +396,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
             tap.stop()
             result.relays = tap.status()
         spool.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.close()
     result.seconds = time.monotonic() - started
     return result
 

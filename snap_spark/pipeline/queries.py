@@ -7,14 +7,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from typing import TYPE_CHECKING, Any
+import signal
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from snap_spark import storage
 from snap_spark.runner import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import SparkSession
 
     from snap_spark.settings import VerifySettings
@@ -98,3 +103,89 @@ def stream_settings(settings: VerifySettings | None, spark: SparkSession) -> Ver
         raise UsageError("--bare-clock now would give a replayed micro-batch other receipt "
                          "times: use message or a fixed time for a stream")
     return decided
+
+
+# -- stopping a stream on a signal ----------------------------------------------------------
+
+
+#: The signals that ask a stream to stop cleanly (SIGTERM: ``kill``, a service manager;
+#: SIGINT: Ctrl-C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopRequest:
+    """Whether the process was asked to stop, and by which signal. A signal only sets it
+    (the stream's loop looks every second): nothing is written, logged or called through
+    Py4J in a signal handler, which interrupts the main thread wherever it is."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.names: list[str] = []
+
+    def ask(self, name: str) -> None:
+        """Ask the stream to stop (``name``: the signal's, ``SIGTERM``)."""
+        self.names.append(name)
+        self.event.set()
+
+    def is_set(self) -> bool:
+        """True once asked."""
+        return self.event.is_set()
+
+    @property
+    def name(self) -> str:
+        """The signal that asked first."""
+        return self.names[0] if self.names else "asked to stop"
+
+    def on_signal(self, signum: int, _frame: Any) -> None:
+        """Python's signal handler."""
+        self.ask(signal.Signals(signum).name)
+
+
+class JvmStopHandler:
+    """A ``sun.misc.SignalHandler`` of the driver JVM, written in Python (a Py4J callback):
+    the signal asks the stream to stop instead of shutting the JVM down. Under spark-submit
+    the driver JVM is the process ``kill PID`` names, and Ctrl-C reaches it too: it would
+    otherwise stop Spark under the stream, which then ends with Py4J errors and skips its
+    stop-time work."""
+
+    def __init__(self, request: StopRequest) -> None:
+        self.request = request
+
+    def handle(self, jsignal: Any) -> None:
+        self.request.ask(f"SIG{jsignal.getName()}")
+
+    class Java:
+        implements: ClassVar[list[str]] = ["sun.misc.SignalHandler"]
+
+
+@contextlib.contextmanager
+def stop_on_signals(spark: SparkSession) -> Iterator[StopRequest]:
+    """In the block, SIGTERM and SIGINT (:data:`STOP_SIGNALS`) set the :class:`StopRequest`
+    it gives instead of ending the process: Python's handlers, and the driver JVM's
+    (:class:`JvmStopHandler`). The handlers before are put back after. Only a stream run by
+    the main thread (the job's) takes the signals: one run by another thread (a test, a
+    notebook) is stopped with ``query.stop()``, and its request is never set."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    previous = {sig: signal.signal(sig, request.on_signal) for sig in STOP_SIGNALS}
+    jvm: Any = spark.sparkContext._jvm
+    jvm_previous: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # no sun.misc.Signal in this JVM: Python's only
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(  # type: ignore[no-untyped-call]
+            spark.sparkContext._gateway)
+        handler = JvmStopHandler(request)
+        for sig in STOP_SIGNALS:
+            name = sig.name.removeprefix("SIG")
+            jvm_previous[name] = jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), handler)
+    try:
+        yield request
+    finally:
+        for name, jhandler in jvm_previous.items():
+            with contextlib.suppress(Exception):
+                jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jhandler)
+        for number, python_handler in previous.items():
+            signal.signal(number, python_handler)

@@ -36,22 +36,23 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from snap_spark import __version__, storage
 from snap_spark.pipeline.commit import JobResult
 from snap_spark.pipeline.queries import (
+    StopRequest,
     configure_checkpoint_files,
     parse_trigger,
     query_id,
+    stop_on_signals,
     stream_settings,
 )
 from snap_spark.runner import Context, Job, UsageError, log
@@ -505,89 +506,6 @@ def same_worker_environment(spark: SparkSession) -> None:
         spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
     else:
         spark.sparkContext.environment.pop("SPARK_SIMPLIFIED_TRACEBACK", None)
-
-
-#: The signals that ask a stream to stop cleanly (SIGTERM: ``kill``, a service manager;
-#: SIGINT: Ctrl-C).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class StopRequest:
-    """Whether the process was asked to stop, and by which signal. A signal only sets it
-    (the stream's loop looks every second): nothing is written, logged or called through
-    Py4J in a signal handler, which interrupts the main thread wherever it is."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.names: list[str] = []
-
-    def ask(self, name: str) -> None:
-        """Ask the stream to stop (``name``: the signal's, ``SIGTERM``)."""
-        self.names.append(name)
-        self.event.set()
-
-    def is_set(self) -> bool:
-        """True once asked."""
-        return self.event.is_set()
-
-    @property
-    def name(self) -> str:
-        """The signal that asked first."""
-        return self.names[0] if self.names else "asked to stop"
-
-    def on_signal(self, signum: int, _frame: Any) -> None:
-        """Python's signal handler."""
-        self.ask(signal.Signals(signum).name)
-
-
-class JvmStopHandler:
-    """A ``sun.misc.SignalHandler`` of the driver JVM, written in Python (a Py4J callback):
-    the signal asks the stream to stop instead of shutting the JVM down. Under spark-submit
-    the driver JVM is the process ``kill PID`` names, and Ctrl-C reaches it too: it would
-    otherwise stop Spark under the stream, which then ends with Py4J errors and skips its
-    stop-time work."""
-
-    def __init__(self, request: StopRequest) -> None:
-        self.request = request
-
-    def handle(self, jsignal: Any) -> None:
-        self.request.ask(f"SIG{jsignal.getName()}")
-
-    class Java:
-        implements: ClassVar[list[str]] = ["sun.misc.SignalHandler"]
-
-
-@contextlib.contextmanager
-def stop_on_signals(spark: SparkSession) -> Iterator[StopRequest]:
-    """In the block, SIGTERM and SIGINT (:data:`STOP_SIGNALS`) set the :class:`StopRequest`
-    it gives instead of ending the process: Python's handlers, and the driver JVM's
-    (:class:`JvmStopHandler`). The handlers before are put back after. Only a stream run by
-    the main thread (the job's) takes the signals: one run by another thread (a test, a
-    notebook) is stopped with ``query.stop()``, and its request is never set."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-    previous = {sig: signal.signal(sig, request.on_signal) for sig in STOP_SIGNALS}
-    jvm: Any = spark.sparkContext._jvm
-    jvm_previous: dict[str, Any] = {}
-    with contextlib.suppress(Exception):  # no sun.misc.Signal in this JVM: Python's only
-        from pyspark.java_gateway import ensure_callback_server_started
-
-        ensure_callback_server_started(  # type: ignore[no-untyped-call]
-            spark.sparkContext._gateway)
-        handler = JvmStopHandler(request)
-        for sig in STOP_SIGNALS:
-            name = sig.name.removeprefix("SIG")
-            jvm_previous[name] = jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), handler)
-    try:
-        yield request
-    finally:
-        for name, jhandler in jvm_previous.items():
-            with contextlib.suppress(Exception):
-                jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal(name), jhandler)
-        for number, python_handler in previous.items():
-            signal.signal(number, python_handler)
 
 
 #: How long a stop waits for the micro-batch under way to end before it stops the query in
