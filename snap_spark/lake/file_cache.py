@@ -127,32 +127,48 @@ def readable_by_file(table: DeltaTable) -> bool:
     return mode in (None, "none")
 
 
+@dataclass(frozen=True)
+class _DataFiles:
+    """The data files of a table's version, from its log: each one's identity and partition
+    values, the partition columns, and the rows of all (``None``: a count not recorded)."""
+
+    ids: list[FileId]
+    values: list[dict[str, Any] | None]
+    partitions: list[str]
+    rows: int | None
+
+    @classmethod
+    def of(cls, table: DeltaTable) -> _DataFiles:
+        import pyarrow.compute as pc
+
+        partitions = list(table.metadata().partition_columns)
+        actions = pa.table(table.get_add_actions(flatten=False))
+        ids = [(p, int(s), int(t)) for p, s, t in zip(
+            actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
+            actions.column("modification_time").to_pylist(), strict=True)]
+        values = (actions.column("partition").to_pylist() if partitions
+                  and "partition" in actions.column_names else [None] * len(ids))
+        counts = actions.column("num_records")
+        rows = None if counts.null_count else int(pc.sum(counts).as_py() or 0)
+        return cls(ids, values, partitions, rows)
+
+
 def scan_columns(table: DeltaTable, uri: str, columns: Sequence[str]) -> pa.Table | None:
     """``columns`` of every row of ``table`` (opened at ``uri``, at whichever version it
     holds), reading only the data files this process has not read for these columns yet;
     ``None`` when the table cannot be read file by file (:func:`readable_by_file`, or a
     file that does not cast to the schema) or is larger than :data:`MAX_ROWS`: read it
     another way then."""
-    import pyarrow.compute as pc
-
     if not readable_by_file(table):
         return None
     schema = pa.schema(table.schema().to_arrow())
     if any(name not in schema.names for name in columns):
         return None  # let the reader give its own error
     wanted = pa.schema([schema.field(name) for name in columns])
-    partitions = list(table.metadata().partition_columns)
-    actions = pa.table(table.get_add_actions(flatten=False))
-    counts = actions.column("num_records")
-    if counts.null_count or (pc.sum(counts).as_py() or 0) > MAX_ROWS:
+    listed = _DataFiles.of(table)
+    if listed.rows is None or listed.rows > MAX_ROWS:
         return None  # a large table (or one of unknown size): the plain, pruned read
-    paths = actions.column("path").to_pylist()
-    sizes = actions.column("size_bytes").to_pylist()
-    times = actions.column("modification_time").to_pylist()
-    values = (actions.column("partition").to_pylist() if partitions
-              and "partition" in actions.column_names else [None] * len(paths))
-    ids: list[FileId] = [(p, int(s), int(t)) for p, s, t in zip(paths, sizes, times,
-                                                               strict=True)]
+    ids, values, partitions = listed.ids, listed.values, listed.partitions
     key = (uri, tuple(columns))
     with _lock:
         entry = _kept.pop(key, None) or _Entry()
@@ -203,13 +219,8 @@ def distinct_values(table: DeltaTable, uri: str, column: str) -> set[Any] | None
     if column not in schema.names:
         return None
     wanted = pa.schema([schema.field(column)])
-    partitions = list(table.metadata().partition_columns)
-    actions = pa.table(table.get_add_actions(flatten=False))
-    ids = [(p, int(s), int(t)) for p, s, t in zip(
-        actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(),
-        actions.column("modification_time").to_pylist(), strict=True)]
-    values = (actions.column("partition").to_pylist() if partitions
-              and "partition" in actions.column_names else [None] * len(ids))
+    listed = _DataFiles.of(table)
+    ids, values, partitions = listed.ids, listed.values, listed.partitions
     key = (uri, column)
     with _lock:
         held = _distinct.pop(key, {})

@@ -427,16 +427,19 @@ def _matching(table: pa.Table, column: str, keys: Iterable[Any]) -> pa.Table:
 
 
 def _lookup(spark: SparkSession, lake: Lake, path: str, column: str, keys: Iterable[str],
-            columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+            columns: Sequence[str] | None = None, *, local: bool | None = None
+            ) -> list[dict[str, Any]]:
     """The rows of a table whose ``column`` is one of ``keys`` (none when it is absent),
     with every column or ``columns``: on the driver for a small table
-    (:data:`LOCAL_LOOKUP_ROWS`), else through a Spark join."""
+    (:data:`LOCAL_LOOKUP_ROWS`), else through a Spark join; ``local`` is
+    :func:`_on_driver`'s answer when the caller has it."""
     from snap_spark.lake import read_arrow
 
     wanted = sorted(set(keys))
     if not wanted:
         return []
-    local = _on_driver(path)
+    if local is None:
+        local = _on_driver(path)
     if local is None:
         return []
     if local:
@@ -472,7 +475,8 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
     # the keys as Arrow, not a DataFrame: the backends take them on the driver, without
     # a Spark job per commit (about 0.1 s each, three a live micro-batch)
     keys: pa.Table | None = pa.table({key: pa.array(wanted, pa.string())})
-    if _on_driver(path) and not _lookup(spark, lake, path, key, wanted, columns=(key,)):
+    if _on_driver(path) and not _lookup(spark, lake, path, key, wanted, columns=(key,),
+                                        local=True):
         # none of the keys is in the table (a small one, looked at on the driver, under the
         # commit lease): appending is replacing, without a merge over the table's files
         keys = None

@@ -55,6 +55,26 @@ def parse_trigger(text: str) -> dict[str, Any]:
     return {"processingTime": f"{match.group(2)} {unit}"}
 
 
+def trigger_seconds(trigger: dict[str, Any]) -> float | None:
+    """The interval of a processing-time trigger (:func:`parse_trigger`'s arguments) in
+    seconds; ``None`` for any other trigger.
+
+    Examples:
+        >>> trigger_seconds(parse_trigger("processing-time=500ms"))
+        0.5
+        >>> trigger_seconds(parse_trigger("processing-time=2m")), trigger_seconds(
+        ...     parse_trigger("available-now"))
+        (120.0, None)
+    """
+    text = trigger.get("processingTime")
+    if not isinstance(text, str):
+        return None
+    number, _, unit = text.strip().partition(" ")
+    scale = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}.get(
+        unit.strip().rstrip("s"), 1.0)
+    return float(number) * scale
+
+
 def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
     """For a checkpoint on the local file system, have Spark write its files through
     Hadoop's ``FileSystem`` API (:data:`FILE_SYSTEM_CHECKPOINTS`), unless the session

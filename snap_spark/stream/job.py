@@ -54,6 +54,7 @@ from snap_spark.pipeline.queries import (
     query_id,
     stop_on_signals,
     stream_settings,
+    trigger_seconds,
 )
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
@@ -853,26 +854,6 @@ class BatchCommitter:
                 f"({outcome.lines_read} lines, as committed then)")
         else:
             log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
-
-
-def trigger_seconds(trigger: dict[str, Any]) -> float | None:
-    """The interval of a processing-time trigger (:func:`parse_trigger`'s arguments) in
-    seconds; ``None`` for any other trigger.
-
-    Examples:
-        >>> trigger_seconds(parse_trigger("processing-time=500ms"))
-        0.5
-        >>> trigger_seconds(parse_trigger("processing-time=2m")), trigger_seconds(
-        ...     parse_trigger("available-now"))
-        (120.0, None)
-    """
-    text = trigger.get("processingTime")
-    if not isinstance(text, str):
-        return None
-    number, _, unit = text.strip().partition(" ")
-    scale = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}.get(
-        unit.strip().rstrip("s"), 1.0)
-    return float(number) * scale
 
 
 def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[str]) -> None:
