@@ -216,7 +216,7 @@ def commit_data_files(
     schema: StructType, partition_by: Sequence[str] = (), app_id: str, version: int,
     commit_info: Mapping[str, Any] | None = None, replace: bool = False,
     keys: DataFrame | pa.Table | None = None, updates: RowUpdates | None = None,
-    read_version: int | None = None,
+    read_version: int | None = None, file_prefix: str | None = None,
 ) -> bool:
     """Commit Parquet files written under ``root`` (:meth:`Lake.data_root`) to the table at
     ``path`` in one commit with the app transaction ``(app_id, version)``, and leave none of
@@ -224,8 +224,9 @@ def commit_data_files(
 
     The arguments make one :class:`DataCommit` for :meth:`Lake.commit`: the commit adds the
     files (with ``updates`` and ``read_version`` when given); with ``replace`` it replaces
-    every row of the table; with ``keys`` it replaces the rows of those keys. The table is
-    created (``schema``, partitioned by ``partition_by``) when absent.
+    every row of the table; with ``keys`` it replaces the rows of those keys (the copies of
+    files that lose rows are named after ``file_prefix``: :attr:`DataCommit.file_prefix`).
+    The table is created (``schema``, partitioned by ``partition_by``) when absent.
 
     The files are deleted when the table already holds the transaction (``False``) and when
     the commit fails, before the error is raised, with one exception: on
@@ -271,7 +272,8 @@ def commit_data_files(
         change = DataCommit(path=path, root=root, files=files, schema=schema,
                             partition_by=partition_by, app_id=app_id, version=version,
                             commit_info=commit_info, replace=replace, keys=keys,
-                            updates=updates, read_version=read_version)
+                            updates=updates, read_version=read_version,
+                            file_prefix=file_prefix)
         done = lake.commit(spark, change)
     except VersionConflict:
         raise  # the files stay: decided again, they are committed on the next attempt
@@ -291,7 +293,8 @@ def commit_rows(
     """Write a few rows held on the driver (a ``pyarrow.RecordBatch`` of ``schema``) as
     Parquet files under ``root`` (:meth:`Lake.data_root`), then commit them to the
     unpartitioned table at ``path`` with :func:`commit_data_files`: appended, or with
-    ``keys`` replacing the rows of those keys. Returns whether it committed; the files are
+    ``keys`` replacing the rows of those keys (files copied without those rows are named
+    ``<file_prefix>-kept-...``). Returns whether it committed; the files are
     deleted when it did not.
 
     Example (with a session)::
@@ -308,7 +311,8 @@ def commit_rows(
         writer.discard()
         raise
     return commit_data_files(spark, lake, path, root, files, schema=schema, app_id=app_id,
-                             version=version, commit_info=commit_info, keys=keys)
+                             version=version, commit_info=commit_info, keys=keys,
+                             file_prefix=f"{file_prefix}-kept")
 
 
 def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | None = None,

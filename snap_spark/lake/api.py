@@ -74,6 +74,9 @@ class RowUpdates:
     #: keys, and optionally partition columns, only); a key that finds no row is fine: its
     #: row was removed before
     remove: bool = False
+    #: with ``remove``: a key may name any number of rows, all removed (a commit replacing
+    #: the rows of keys); null key columns match nothing
+    many: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -128,6 +131,11 @@ class DataCommit:
     keys: DataFrame | pa.Table | None = None
     updates: RowUpdates | None = None
     read_version: int | None = None
+    #: starts the names of the files a backend writes itself for this commit (copies of
+    #: files that lose rows when keys are replaced): a run's
+    #: :func:`snap_spark.pipeline.runs.file_prefix`, so that a run killed before its commit
+    #: leaves only files its sweep recognises; ``None``: ``part-kept``
+    file_prefix: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.partition_by, str):

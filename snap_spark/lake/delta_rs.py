@@ -22,9 +22,12 @@ Reads
     values from the log (:func:`snap_spark.lake.files.read_data_file`).
 
 Replacing keys
-    :meth:`DeltaRsLake.commit` of keys is one ``DeltaTable.merge`` on the driver, its source
-    the keys (collected as Arrow) and the files' rows: meant for small, dimension-like
-    tables (``tasks``, ``agent_cards``), the rows replaced must fit in driver memory.
+    :meth:`DeltaRsLake.commit` of keys copies, on the driver, each data file that holds a
+    row of a key without those rows, and commits the copies and the new files in place of
+    the old files: meant for small, dimension-like tables (``tasks``, ``agent_cards``); the
+    keys (collected as Arrow) must fit in driver memory. Every file such a commit writes
+    carries the caller's name prefix, none is named by Delta (a run killed mid-commit leaves
+    only files its sweep recognises).
 
 Paths are local paths, ``file:`` URIs or object store URIs (see :mod:`snap_spark.storage`);
 delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
@@ -44,13 +47,10 @@ from urllib.parse import unquote, urlparse
 from snap_spark import storage
 from snap_spark.lake.api import DataCommit, LakeError, RowUpdates
 from snap_spark.lake.common import (
-    DELETE_FLAG,
     check_key_columns,
     check_txn,
     key_schema,
-    replace_keys_merge,
     table_uri,
-    write_marker,
 )
 
 # Re-exported: callers and tests import these from here (delta_spark: read_txn_version).
@@ -58,7 +58,6 @@ from snap_spark.lake.delta_log import (
     MAX_COMMIT_ATTEMPTS,
     RemovedFile,
     check_same_table,
-    checkpoint_on_interval,
     commit_files,
     files_added_since,
     latest_table,
@@ -450,7 +449,7 @@ class DeltaRsLake:
         (and, replacing, the removal of every file the table held) go in one
         ``create_write_transaction``; updated rows are rewritten on the driver: each file
         holding one is copied with the new values, and the commit removes the old file.
-        Replacing keys is one delta-rs merge (:func:`_replace_keys`).
+        Replacing keys copies the files holding their rows without them (:func:`_replace_keys`).
 
         Examples:
             >>> import pyarrow as pa
@@ -486,19 +485,19 @@ class DeltaRsLake:
 
 
 def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
-    """Replace the rows of ``keys`` by the rows of files written in the table folder, in one
-    commit (:meth:`Lake.commit`, mode ``"keys"``).
+    """Replace the rows of ``keys`` by the rows of files written in the table folder: a
+    commit (:meth:`Lake.commit`, mode ``"keys"``) made by snap-spark itself.
 
-    A new table adopts the files in place. An existing one gets one delta-rs merge on the
-    driver whose source is the keys (collected as Arrow) and the files' rows: a target row
-    matching a key is deleted, the files' rows are inserted; the merge writes them into
-    files of its own, so the written files are deleted afterwards. The source must fit in
-    driver memory (the rows of the keys replaced, not the table).
+    A new table adopts the files in place. In an existing one, every data file holding a
+    row of a key is copied without those rows (:func:`rewrite_without_keys`), and one
+    commit removes those files and adds the copies and the new files. The copies are
+    named after ``change.file_prefix`` (a run's :func:`snap_spark.pipeline.runs.file_prefix`),
+    so what a run killed before its commit wrote is swept as that run's leftovers; no file
+    is named by Delta. The keys are gathered on the driver (the rows of the keys replaced,
+    not the table, must fit in its memory). A key matches rows whose key columns equal it
+    (SQL ``=``: a null key column matches nothing).
     """
     import pyarrow as pa
-    from deltalake.transaction import CommitProperties, Transaction
-
-    from snap_spark.lake.files import delete_data_files
 
     uri = table_uri(change.path)
     if table_uri(change.root) != uri:
@@ -513,63 +512,16 @@ def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
     done = table.transaction_version(app_id)
     if done is not None and done >= version:
         return False
-    existing = table_schema(table)
-    check_same_table(uri, existing, list(table.metadata().partition_columns), change.schema,
-                     change.partition_by)
+    check_same_table(uri, table_schema(table), list(table.metadata().partition_columns),
+                     change.schema, change.partition_by)
     key_rows = (keys.select(key_columns).group_by(key_columns).aggregate([])
                 if isinstance(keys, pa.Table)
                 else keys.select(*key_columns).distinct().toArrow())
-    source = _keyed_source(key_rows, change.root, change.files, existing,
-                           list(change.partition_by))
-    if source.num_rows == 0:  # no keys, no rows: only the app transaction
+    if key_rows.num_rows == 0:  # no keys: the files are added
         return _commit_in_place(adding)
-    write_id = uuid.uuid4().hex
-    on, insert, values = replace_keys_merge(key_columns, existing.fieldNames())
-    properties = CommitProperties(
-        custom_metadata={"userMetadata": write_marker(write_id, app_id, version,
-                                                      change.commit_info)},
-        app_transactions=[Transaction(app_id, version)],
-    )
-    start_version = table.version()
-    (
-        table.merge(source, on, source_alias="s", target_alias="t",
-                    commit_properties=properties)
-        .when_matched_delete()
-        .when_not_matched_insert(values, predicate=insert)
-        .execute()
-    )
-    delete_data_files(change.root, change.files)  # the merge copied their rows
-    if write_committed(uri, write_id, start_version):
-        checkpoint_on_interval(uri)
-        return True
-    # a merge that changes nothing commits nothing: record the transaction anyway
-    return _commit_in_place(dataclasses.replace(adding, files=()))
-
-
-def _keyed_source(key_rows: pa.Table, root: str, files: Sequence[DataFile],
-                  schema: StructType, partition_by: list[str]) -> pa.Table:
-    """The merge source of :func:`_replace_keys`: one row per key (the other
-    columns null, :data:`DELETE_FLAG` true), then the files' rows (flag false)."""
-    import pyarrow as pa
-
-    arrow_schema = to_arrow(schema)
-    flagged = arrow_schema.append(pa.field(DELETE_FLAG, pa.bool_()))
-    parts = [pa.table(
-        [key_rows.column(f.name).cast(f.type) if f.name in key_rows.column_names
-         else pa.nulls(key_rows.num_rows, f.type) for f in arrow_schema]
-        + [pa.array([True] * key_rows.num_rows, pa.bool_())], schema=flagged)]
-    for data_file in files:
-        values = {
-            name: None if text is None else pa.scalar(text).cast(arrow_schema.field(name).type)
-            .as_py()
-            for name, text in data_file.partition_values.items() if name in partition_by
-        }
-        for batch in read_data_file(f"{root.rstrip('/')}/{data_file.path}", arrow_schema,
-                                    values):
-            parts.append(pa.table(
-                [*batch.columns, pa.array([False] * batch.num_rows, pa.bool_())],
-                schema=flagged))
-    return pa.concat_tables(parts)
+    return _commit_in_place(dataclasses.replace(adding, updates=RowUpdates(
+        key_rows, tuple(key_columns), change.file_prefix or "part-kept", remove=True,
+        many=True)))
 
 
 def _commit_in_place(change: DataCommit) -> bool:
@@ -606,7 +558,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
                     partition_by: Sequence[str]) -> tuple[list[RemovedFile], list[DataFile]]:
     """Copy each data file of the table at ``uri`` that holds a row ``updates`` names, with
     the new values (without those rows when ``updates.remove``); return the files to remove
-    and the copies to add (not committed).
+    and the copies to add (not committed). With ``updates.many`` (removing), a key may name
+    any number of rows, matched column by column as SQL ``=`` does (a null matches nothing).
 
     Only files in the partitions ``updates`` names (when it has the partition columns), and
     whose statistics range over the first key column covers some key, are read.
@@ -615,6 +568,7 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
         LakeError: an update finds no row, or several (nothing is left written then).
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     table = open_table(uri)
     if table is None:
@@ -625,7 +579,7 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     columns = [c for c in updates.columns if c not in partition_by]
     key_rows = list(zip(*[rows.column(k).to_pylist() for k in keys], strict=True))
     lookup = {key: i for i, key in enumerate(key_rows)}
-    if len(lookup) != len(key_rows):
+    if len(lookup) != len(key_rows) and not updates.many:
         raise LakeError(f"updates name the same key {list(keys)} more than once")
     new_values = {c: rows.column(c).to_pylist() for c in columns}
     actions = table.get_add_actions(flatten=True)
@@ -639,7 +593,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     first = keys[0]
     bounds = (actions.column(f"min.{first}").to_pylist(), actions.column(f"max.{first}").to_pylist()
               ) if f"min.{first}" in actions.column_names else None
-    first_values = sorted({key[0] for key in key_rows})
+    first_values = sorted({key[0] for key in key_rows
+                           if key[0] is not None or not updates.many})
     found = [0] * len(key_rows)
     removed: list[RemovedFile] = []
     writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
@@ -657,6 +612,16 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
             changed = False
             out: list[pa.RecordBatch] = []
             for batch in batches:
+                if updates.many:  # every row of a key goes, whatever its count
+                    gone = _key_matches(batch, keys, rows)
+                    if gone.true_count:
+                        changed = True
+                        kept = batch.filter(pc.invert(gone))
+                        if kept.num_rows:
+                            out.append(kept)
+                    else:
+                        out.append(batch)
+                    continue
                 batch_keys = zip(*[batch.column(k).to_pylist() for k in keys], strict=True)
                 hits = [lookup.get(key) for key in batch_keys]
                 if not any(hit is not None for hit in hits):
@@ -691,8 +656,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
                 removed.append(RemovedFile(
                     unquote(log_path), sizes[index],
                     {c: partition_string(v) for c, v in parts.items()}))
-        bad = [key_rows[i] for i, n in enumerate(found)
-               if n > 1 or (n == 0 and not updates.remove)]
+        bad = [] if updates.many else [key_rows[i] for i, n in enumerate(found)
+                                       if n > 1 or (n == 0 and not updates.remove)]
         if bad:
             raise LakeError(f"{len(bad)} update(s) found {found[key_rows.index(bad[0])]} rows "
                             f"instead of one (e.g. {dict(zip(keys, bad[0], strict=True))}); "
@@ -701,6 +666,30 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     except BaseException:
         writer.discard()
         raise
+
+
+def _key_matches(batch: pa.RecordBatch, keys: Sequence[str], rows: pa.Table) -> pa.Array:
+    """A boolean mask of the rows of ``batch`` whose ``keys`` columns equal those of a row of
+    ``rows`` (never true where a key column is null).
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> batch = pa.record_batch({"id": ["a", "b", None, "a"], "n": [1, 2, 3, 4]})
+        >>> _key_matches(batch, ["id"], pa.table({"id": ["a", None]})).to_pylist()
+        [True, False, False, True]
+        >>> _key_matches(batch, ["id", "n"], pa.table({"id": ["a"], "n": [4]})).to_pylist()
+        [False, False, False, True]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(keys) == 1:
+        column = batch.column(keys[0])
+        wanted = rows.column(keys[0]).cast(column.type).drop_null()
+        return pc.fill_null(pc.is_in(column, value_set=wanted), False)
+    named = set(zip(*[rows.column(k).to_pylist() for k in keys], strict=True))
+    return pa.array([None not in key and key in named for key in
+                     zip(*[batch.column(k).to_pylist() for k in keys], strict=True)], pa.bool_())
 
 
 def _any_within(sorted_values: Sequence[Any], low: Any, high: Any) -> bool:

@@ -610,7 +610,7 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     )
     from snap_spark.pipeline.ingest import batch_app_id
     from snap_spark.pipeline.land import data_file
-    from snap_spark.pipeline.runs import run_marker
+    from snap_spark.pipeline.runs import file_prefix, run_marker
     from snap_spark.runner import UsageError
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
 
@@ -712,7 +712,8 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
                     commit_data_files(spark, lake, paths[name], roots[name], files[name],
                                       schema=schema, app_id=batch_app_id([ingest_id, name]),
                                       version=1, commit_info=info, replace=keys is None,
-                                      keys=keys)
+                                      keys=keys,
+                                      file_prefix=file_prefix(ingest_id, f"{name}-kept"))
                     files[name] = []
         finally:
             for name, leftovers in files.items():

@@ -109,7 +109,7 @@ def test_replace_keys_replaces_only_the_named_keys(spark: SparkSession, lake: La
     assert json.loads(entry["userMetadata"])["info"] == {"job": "test"}
     assert table.transaction_version("refresh") == 2
     assert table_facts(path)["protocol"] == (1, 2)
-    if lake.name == "delta-rs":  # the merge copied the staged rows: no stray files left
+    if lake.name == "delta-rs":  # every file on disk is one the log names (added or removed)
         listed = {Path(p).name for p in table.file_uris()}
         on_disk = {p.name for p in path.rglob("*.parquet")}
         assert on_disk <= listed | {Path(p).name for p in _removed(table)}
@@ -172,3 +172,83 @@ def test_both_backends_replace_to_equal_tables(spark: SparkSession, tmp_path: Pa
     assert content(rs) == content(ds) == [tuple(r.values()) for r in [
         row("a", 0, "completed", D2), row("b", 0, "failed"), row("c", 0, "working")]]
     assert table_facts(rs) == table_facts(ds)
+
+
+#: The child of the kill test: a run (its marker written, as every run's is) replaces the
+#: rows of key "b" on the delta-rs backend, and kills itself (SIGKILL, no clean-up of any
+#: kind) at the instant its commit would start: the copies of the files that lose rows are
+#: written, not committed. Where the kill falls is chosen by wrapping ``commit_files``; the
+#: commit itself is the real one.
+KILLED_CHILD = r"""
+import os, signal, sys
+import pyarrow as pa
+from snap_spark.lake import DataCommit, PartitionedFileWriter, to_arrow
+from snap_spark.lake import delta_rs
+from snap_spark.lake.delta_rs import DeltaRsLake
+from snap_spark.pipeline.runs import file_prefix, run_marker
+from tests.lake.test_replace_keys import PARTITIONS, SCHEMA, row
+
+lake, ingest_id = sys.argv[1], sys.argv[2]
+path = os.path.join(lake, "tasks")
+with run_marker(lake, ingest_id):
+    writer = PartitionedFileWriter(path, to_arrow(SCHEMA), PARTITIONS,
+                                   file_prefix=file_prefix(ingest_id, "tasks"))
+    writer.write(pa.RecordBatch.from_pylist([row("b", 9, "failed")],
+                                            schema=to_arrow(SCHEMA)))
+    files = writer.close()
+    delta_rs.commit_files = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    DeltaRsLake().commit(None, DataCommit(
+        path=path, root=path, files=files, schema=SCHEMA, partition_by=PARTITIONS,
+        app_id="refresh", version=1, keys=pa.table({"task_id": ["b"]}),
+        file_prefix=file_prefix(ingest_id, "tasks-kept")))
+print("not killed")
+"""
+
+
+def test_a_run_killed_while_replacing_keys_leaves_only_files_its_sweep_removes(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47: replacing keys on delta-rs was a delta-rs merge, which names the files it
+    writes itself (``part-00000-<uuid>``): a run killed during it left Parquet files no log
+    references and no sweep could tell from another program's. The copies are now written
+    under the run's name prefix, so ``lake clean --dry-run`` names them and the sweep
+    removes them, leaving the table as it was."""
+    import os
+    import subprocess
+    import sys
+
+    from snap_spark.cli import main as cli_main
+
+    lake_dir = tmp_path / "lake"
+    path = lake_dir / "tasks"
+    rs = DeltaRsLake()
+    # a and b share one file: replacing b copies that file with a's rows only
+    root, files = stage(rs, path, [row("a", 1, "working"), row("b", 2, "working")])
+    rs.commit(spark, DataCommit(path=str(path), root=root, files=files, schema=SCHEMA,
+                                partition_by=PARTITIONS, app_id="load", version=1))
+    root, files = stage(rs, path, [row("c", 3, "working", D2)])
+    rs.commit(spark, DataCommit(path=str(path), root=root, files=files, schema=SCHEMA,
+                                partition_by=PARTITIONS, app_id="load", version=2))
+    before, on_disk = content(path), set(path.rglob("*.parquet"))
+
+    ingest_id = uuid.uuid4().hex
+    child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(lake_dir), ingest_id],
+                           capture_output=True, cwd=Path(__file__).parents[2],
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+                           timeout=120)
+    assert child.returncode == -9, child.stdout.decode() + child.stderr.decode()
+
+    left = set(path.rglob("*.parquet")) - on_disk
+    names = sorted(p.name for p in left)
+    tag = ingest_id[:16]
+    assert any(n.startswith(f"part-{tag}-tasks-kept-") for n in names), names
+    assert all(n.startswith(f"part-{tag}-") for n in names), names
+    assert content(path) == before  # nothing committed
+
+    capsys.readouterr()
+    assert cli_main(["lake", "clean", "--lake", str(lake_dir), "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"would remove {p}" in listed for p in left), listed
+    assert set(path.rglob("*.parquet")) == on_disk | left  # a dry run removes nothing
+    assert cli_main(["lake", "clean", "--lake", str(lake_dir)]) == 0
+    assert set(path.rglob("*.parquet")) == on_disk
+    assert content(path) == before
