@@ -263,16 +263,18 @@ def refuse_bare_lines() -> None:
 
 
 
-def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = None
-              ) -> LandedPass:
+def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = None,
+              blocks: tuple[int, ...] = ()) -> LandedPass:
     """Run a landing pass: ``landed_df`` (rows of
     :func:`~snap_spark.pipeline.land.landed_struct`, as the landing tasks report them) is
     shuffled by ``(from, id)`` and its replays folded; what the tasks reported, gathered on
     the driver. With ``candidates_dir`` the pass's replay candidates are kept there, for
-    :func:`commit_pass` to decide them against the lake."""
+    :func:`commit_pass` to decide them against the lake. ``blocks``: the landing tasks sent
+    their candidates in blocks (:attr:`~snap_spark.pipeline.land.LandSpec.fold_blocks`)."""
     from snap_spark.pipeline.land import fold_replays
 
-    folded = fold_replays(landed_df, window, candidates_dir).filter("kind <> 'candidate'")
+    folded = fold_replays(landed_df, window, candidates_dir, blocks).filter(
+        "kind <> 'candidate'")
     return LandedPass.from_rows(folded.toArrow().to_pylist())
 
 

@@ -139,10 +139,17 @@ def run(
     from snap_spark.pipeline.ingest import LandedPiece, plan_files
     from snap_spark.pipeline.land import (
         LandSpec,
+        fold_blocks,
         land_part,
         landed_struct,
     )
-    from snap_spark.pipeline.read import RangesAhead, over_ranges, plan_ranges, small_input
+    from snap_spark.pipeline.read import (
+        RangesAhead,
+        over_ranges,
+        plan_ranges,
+        small_input,
+        warm_workers,
+    )
     from snap_spark.pipeline.runs import (
         RUNS_FOLDER,
         clean_leftovers,
@@ -168,8 +175,10 @@ def run(
     # The files the ledger has never seen are most likely landed whole: their line ranges
     # are planned on a thread while plan_files hashes them (both read every byte).
     seen = {piece.source_file for piece in ledger}
-    ahead = RangesAhead([path for path in files if path not in seen],
-                        spark.sparkContext.defaultParallelism)
+    unseen = [path for path in files if path not in seen]
+    # a large landing ahead: Spark's Python workers start while the files are hashed
+    warming = warm_workers(spark) if not small_input(unseen, {}, local_land_bytes()) else None
+    ahead = RangesAhead(unseen, spark.sparkContext.defaultParallelism)
     try:
         plans = plan_files(files, ledger, upto)
     except BaseException:
@@ -211,6 +220,8 @@ def run(
         f"lake={lake_dir} backend={lake.name}")
     if not todo:
         ahead.cancel()
+        if warming is not None:
+            warming.join()
         log("nothing new to ingest")
         result.seconds = time.monotonic() - started
         return result
@@ -243,11 +254,15 @@ def run(
             # a few thousand lines: landed in this process, no Spark stage (commit.py)
             landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
         else:
-            # One job: land every range, shuffle the narrow rows by (from, id), fold
-            # replays.
-            landed = fold_pass(over_ranges(spark, ranges, functools.partial(land_part, spec),
-                                           landed_struct()),
-                               settings.replay_window, candidates_dir)
+            # One job: land every range, shuffle the replay candidates by (from, id) (a
+            # block per fold partition and task), fold replays.
+            blocks = fold_blocks(spark)
+            landed = fold_pass(over_ranges(
+                spark, ranges,
+                functools.partial(land_part, dataclasses.replace(spec, fold_blocks=blocks)),
+                landed_struct()), settings.replay_window, candidates_dir, blocks)
+        if warming is not None:
+            warming.join()  # long done: its tasks ran before the landing's
         if landed.bare:  # refused before any progress line claims lines were written
             from snap_spark.lake import delete_data_files
 

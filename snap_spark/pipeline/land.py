@@ -11,10 +11,14 @@ writes, without sending the lines back to the JVM:
 - the range's ``messages`` rows with their stateless verdicts, staged as an Arrow IPC file
   (the replay step can still turn some of them into 2006).
 
-Spark only sees what the rest of the job needs, one narrow row each (:data:`LANDED_FIELDS`):
-a ``candidate`` per line that passed checks 1-5 (sender, id, receipt time: the replay
-input), ``count`` rows (lines per file and code), and ``raw_file`` / ``staged`` rows
-describing what was written. The replay fold (:func:`fold_replays`, which runs
+Spark only sees what the rest of the job needs, in narrow rows (:data:`LANDED_FIELDS`):
+the replay input, a ``candidate`` per line that passed checks 1-5 (sender, id, receipt
+time), ``count`` rows (lines per file and code), and ``raw_file`` / ``staged`` rows
+describing what was written. In the batch job's Spark stage a task sends its candidates
+as one ``block`` row per fold partition (an Arrow IPC stream of them,
+:attr:`LandSpec.fold_blocks`): Spark then shuffles a few values per task instead of a row
+per line, which on two cores was about 2 s of the JVM's time per 400,000 lines
+(docs/speed.md). The replay fold (:func:`fold_replays`, which runs
 :func:`fold_landed`) runs on those rows after one shuffle, and :func:`write_messages` turns
 the staged rows into the ``messages`` Parquet files with the final verdicts. The driver
 commits both tables (:meth:`snap_spark.lake.Lake.add_files`).
@@ -83,6 +87,8 @@ LANDED_FIELDS: list[pa.Field] = [
     pa.field("info", pa.string()),  # raw_file/staged: JSON; duplicate: the 2006 detail
     # candidate: the task a valid response would report on (task_state set), else null
     pa.field("task_id", pa.string()),
+    # block: candidate rows of one fold partition, as an Arrow IPC stream (:func:`_blocks`)
+    pa.field("block", pa.binary()),
 ]
 LANDED_SCHEMA = pa.schema(LANDED_FIELDS)
 
@@ -106,6 +112,10 @@ class LandSpec:
     max_batch_bytes: int = 64 * 1024 * 1024
     #: the run's driver (host, pid, start): a task whose driver is gone writes nothing more
     owner: tuple[str, int, str | None] | None = None
+    #: the fold's partition keys (:func:`fold_keys`): a landing task sends its replay
+    #: candidates as one ``block`` row per fold partition instead of a row per line; empty:
+    #: a ``candidate`` row per line
+    fold_blocks: tuple[int, ...] = ()
 
     def meta(self, path: str) -> RowMeta:
         return RowMeta(self.ingest_id, self.ingest_time_us, self.file_keys[path])
@@ -177,6 +187,7 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
     meta = RowMeta(spec.ingest_id, spec.ingest_time_us, key)
     out = _Outputs()
     counts: Counter[int | None] = Counter()
+    pending: list[pa.RecordBatch] = []  # candidates sent as blocks (spec.fold_blocks)
     tag = file_prefix(spec.ingest_id, f"{tag}-{uuid.uuid4().hex[:8]}")
     try:
         if key in spec.raw_keys:
@@ -205,7 +216,12 @@ def land_lines(spec: LandSpec, tag: str, path: str, batches: Iterable[CheckedLin
             if out.staged is not None:
                 out.staged.write_batch(message_rows(meta, checked))
                 out.staged_rows += checked.num_rows
-            yield _candidates(checked, key)
+            if spec.fold_blocks:
+                pending.append(_candidates(checked, key))
+            else:
+                yield _candidates(checked, key)
+        if pending:
+            yield _blocks(pending, spec.fold_blocks)
         info: list[dict[str, Any]] = []
         if out.raw is not None:
             for data_file in out.raw.close():
@@ -247,7 +263,124 @@ def _candidates(checked: CheckedLines, key: str) -> pa.RecordBatch:
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.string()),
         pc.if_else(reported, verdicts.column("task_id"), pa.scalar(None, pa.string())),
+        pa.nulls(n, pa.binary()),
     ], schema=LANDED_SCHEMA)
+
+
+def _blocks(candidates: list[pa.RecordBatch], keys: tuple[int, ...]) -> pa.RecordBatch:
+    """The ``candidate`` rows of a landing task as one ``block`` row per fold partition they
+    fall in: the rows whose ``(sender, msg_id)`` hashes (:func:`fold_bucket`) to bucket
+    ``b`` go, as an Arrow IPC stream in ``block``, with ``code`` = ``keys[b]``, the value
+    Spark's hash partitioning sends to partition ``b`` (:func:`fold_keys`). Spark then moves
+    a few large values per task instead of a row per line.
+
+    Examples:
+        >>> rows = pa.Table.from_pylist(
+        ...     [{"kind": "candidate", "sender": "s", "msg_id": f"m{i}"} for i in range(6)],
+        ...     schema=LANDED_SCHEMA)
+        >>> blocks = _blocks(rows.to_batches(), fold_keys(2))
+        >>> sorted(blocks.column("kind").to_pylist()), blocks.num_rows <= 2
+        (['block', 'block'], True)
+        >>> sum(len(_unblock(b)) for b in blocks.column("block").to_pylist())
+        6
+    """
+    table = pa.Table.from_batches(candidates, schema=LANDED_SCHEMA)
+    buckets = pa.array(fold_bucket(table.column("sender"), table.column("msg_id"), len(keys)),
+                       pa.int32())
+    rows: list[dict[str, Any]] = []
+    for bucket, key in enumerate(keys):
+        part = table.filter(pc.equal(buckets, bucket))
+        if part.num_rows == 0:
+            continue
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, LANDED_SCHEMA) as writer:
+            writer.write_table(part)
+        rows.append(_row("block", code=key, lines=part.num_rows,
+                         block=sink.getvalue().to_pybytes()))
+    return _rows_batch(rows)
+
+
+def _unblock(block: bytes) -> pa.Table:
+    """The candidate rows a ``block`` row carries."""
+    return pa.ipc.open_stream(block).read_all()
+
+
+def fold_bucket(senders: pa.ChunkedArray | pa.Array, msg_ids: pa.ChunkedArray | pa.Array,
+                buckets: int) -> list[int]:
+    """The fold bucket of each ``(sender, msg_id)``: CRC-32 of both (UTF-8, NUL between)
+    modulo ``buckets``, the same in every process (Python's own string hash is not).
+
+    Examples:
+        >>> fold_bucket(pa.array(["a", "a", None]), pa.array(["1", "1", "x"]), 4)
+        [3, 3, 1]
+    """
+    import zlib
+
+    joined = pc.binary_join_element_wise(pc.fill_null(senders, ""), pc.fill_null(msg_ids, ""),
+                                         "\x00")
+    return [zlib.crc32(value) % buckets for value in pc.cast(joined, pa.binary()).to_pylist()]
+
+
+#: ``0``: landing tasks send replay candidates as a row per line, as before blocks (for
+#: before/after measurements; verdicts are the same either way).
+FOLD_BLOCKS_ENV = "SNAP_SPARK_FOLD_BLOCKS"
+
+
+def fold_blocks(spark: Any) -> tuple[int, ...]:
+    """The :attr:`LandSpec.fold_blocks` of a landing pass on ``spark``: :func:`fold_keys`
+    of the session's shuffle partitions (its default parallelism when that setting is not a
+    number), or none when ``SNAP_SPARK_FOLD_BLOCKS=0``."""
+    import os
+
+    if os.environ.get(FOLD_BLOCKS_ENV, "").strip() == "0":
+        return ()
+    text = str(spark.conf.get("spark.sql.shuffle.partitions", "") or "")
+    partitions = int(text) if text.isdigit() and int(text) > 0 else \
+        int(spark.sparkContext.defaultParallelism)
+    return fold_keys(partitions)
+
+
+def fold_keys(partitions: int) -> tuple[int, ...]:
+    """For each of ``partitions`` partitions, an ``int`` that Spark's hash partitioning of an
+    integer column (``repartition(partitions, col)``: Murmur3 with seed 42, ``pmod``) sends
+    to that partition, so that the fold's blocks spread over every partition.
+
+    Examples:
+        >>> fold_keys(4)  # spark.range(4).selectExpr("pmod(hash(12), 4)") ... is 0, 1, 2, 3
+        (12, 6, 2, 0)
+    """
+    found: dict[int, int] = {}
+    value = 0
+    while len(found) < partitions:
+        found.setdefault(spark_int_hash(value) % partitions, value)
+        value += 1
+    return tuple(found[p] for p in range(partitions))
+
+
+def spark_int_hash(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of an ``int`` (Murmur3 x86 32-bit of its 4 bytes), as a signed
+    32-bit integer.
+
+    Examples:
+        >>> spark_int_hash(0), spark_int_hash(1)
+        (933211791, -559580957)
+    """
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = (value & mask) * 0xCC9E2D51 & mask
+    k1 = rotl(k1, 15) * 0x1B873593 & mask
+    h1 = seed ^ k1
+    h1 = (rotl(h1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
 
 
 def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
@@ -273,16 +406,25 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
     """
     candidates: list[pa.RecordBatch] = []
     for batch in batches:
-        is_candidate = pc.equal(batch.column("kind"), "candidate")
-        others = batch.filter(pc.invert(is_candidate))
+        kinds = batch.column("kind")
+        is_candidate = pc.equal(kinds, "candidate")
+        has_blocks = "block" in batch.schema.names  # (rows made elsewhere may lack it)
+        is_block = pc.equal(kinds, "block") if has_blocks else None
+        others = batch.filter(pc.invert(is_candidate if is_block is None
+                                        else pc.or_(is_candidate, is_block)))
         if others.num_rows:
             yield others
         chosen = batch.filter(is_candidate)
         if chosen.num_rows:
             candidates.append(chosen)
+        if is_block is not None:
+            for block in batch.filter(is_block).column("block").to_pylist():
+                candidates.extend(_unblock(block).to_batches())
     if not candidates:
         return
     every = pa.Table.from_batches(candidates)
+    if "block" in every.column_names:
+        every = every.drop_columns(["block"])
     if candidates_dir is not None:
         yield _rows_batch([_row("span", received_at=pc.min(every.column("received_at")).as_py(),
                                 lines=every.num_rows,
@@ -307,22 +449,25 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
         yield _rows_batch(rows)
 
 
-def fold_replays(landed: DataFrame, window: float, candidates_dir: str | None = None
-                 ) -> DataFrame:
+def fold_replays(landed: DataFrame, window: float, candidates_dir: str | None = None,
+                 blocks: tuple[int, ...] = ()) -> DataFrame:
     """The replay fold as a Spark step: ``landed`` rows (:data:`LANDED_SCHEMA` columns)
     hash-partitioned by ``(sender, msg_id)``, folded by :func:`fold_landed` (which puts
     each repeated key's candidates in receipt order itself; ``window`` in
     seconds; ``candidates_dir``: also keep the candidates there). The result, lazy, is
     :data:`LANDED_SCHEMA` rows: every row that is not a ``candidate``, a ``duplicate`` row
     per candidate the fold makes a 2006, and with ``candidates_dir`` a ``span`` row per
-    task that wrote candidates.
+    task that wrote candidates. ``blocks``: the landing tasks sent their candidates as
+    ``block`` rows keyed by these values (:attr:`LandSpec.fold_blocks`), which are then what
+    the rows are partitioned by (one block per partition and task).
 
     Example (a DataFrame ``landed`` of landing rows)::
 
         duplicates = fold_replays(landed, 120.0).filter("kind = 'duplicate'")
     """
     return (
-        landed.repartition("sender", "msg_id")
+        (landed.repartition(len(blocks), "code") if blocks
+         else landed.repartition("sender", "msg_id"))
         .mapInArrow(functools.partial(fold_landed, window, candidates_dir=candidates_dir),
                     landed_struct())
     )

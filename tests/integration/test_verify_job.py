@@ -136,10 +136,18 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
         on_driver = run(spark, [str(folder)], str(tmp_path / "driver"))
         assert took == ["driver"]
         monkeypatch.setattr(commit, "LOCAL_LAND_BYTES", -1)
+        # the tasks send their replay candidates to the fold in blocks (one per fold
+        # partition), or with SNAP_SPARK_FOLD_BLOCKS=0 as a row per line
+        from snap_spark.pipeline.land import fold_blocks
+
+        assert len(fold_blocks(spark)) > 1
         in_tasks = run(spark, [str(folder)], str(tmp_path / "tasks"))
+        monkeypatch.setenv("SNAP_SPARK_FOLD_BLOCKS", "0")
+        assert fold_blocks(spark) == ()
+        in_rows = run(spark, [str(folder)], str(tmp_path / "rows"))
         assert took == ["driver"]
-    assert on_driver.lines_read == in_tasks.lines_read == len(lines)
-    assert on_driver.counts == in_tasks.counts
+    assert on_driver.lines_read == in_tasks.lines_read == in_rows.lines_read == len(lines)
+    assert on_driver.counts == in_tasks.counts == in_rows.counts
     assert on_driver.counts.get(2006) and on_driver.counts.get(1003)
     # every garbage line is a rejected row with a code and a reason
     tail = {m["line_no"]: m for m in table(tmp_path / "driver", "messages")
@@ -156,6 +164,7 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
 
     for name in ("raw_messages", "messages", "task_events", "tasks"):
         assert rows(tmp_path / "driver", name) == rows(tmp_path / "tasks", name), name
+        assert rows(tmp_path / "driver", name) == rows(tmp_path / "rows", name), name
     where = [(str(folder / "a.jsonl"), n) for n in range(1, cut + 1)] + [
         (str(folder / "b.jsonl"), n) for n in range(1, len(lines) - cut + 1)]
     reference = check_lines(lines, ReceiptClock.refuse(),
