@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup native jvm-archive spark-path test-fast test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cluster cluster-demo check-java clean
+.PHONY: setup native jvm-archive spark-path test-fast test-python-core delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
 
 setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
 
@@ -141,7 +141,9 @@ $(SAMPLE): | setup
 # (C1 only, the parallel collector) that snap_spark.jvm_archive.DRIVER_JVM_FLAGS names and
 # explains, and the class archive `make setup` built (snap_spark.jvm_archive; a unit test
 # keeps these equal to what snap-spark submit gives). Recursive (=): read after setup ran.
-DRIVER_JAVA_OPTIONS = -Dlog4j2.configurationFile=conf/log4j2.properties $(shell $(PY) -m snap_spark.jvm_archive flags)
+# A cluster's driver keeps the JVM's own compiler and collector (docs/settings.md, "Driver
+# JVM flags").
+DRIVER_JAVA_OPTIONS = -Dlog4j2.configurationFile=conf/log4j2.properties $(shell $(PY) -m snap_spark.jvm_archive flags --master '$(MASTER)')
 
 # The main job on Spark local[*]: delta-spark with the cached Delta JARs (spark-submit's
 # --jars: its driver JVM starts before Python, so only that puts them on its classpath),
@@ -252,6 +254,13 @@ lint: setup
 
 bench: setup
 	$(PY) bench/run_bench.py --delta-spark
+	$(PY) bench/cold_archive.py
+
+# The batch job as people run it: cold `snap-spark submit` runs over 400,000 and 1,600,000
+# lines of a 5,000-agent archive on both backends, warm runs of the same, and the floor
+# before and after (bench/results-cold.json; the second half of `make bench`).
+bench-cold: setup
+	$(PY) bench/cold_archive.py
 
 # The job's rate on a standalone cluster of 1 and of 2 one-core workers, against local[*]
 # and the libsecp256k1 floor of the same run (bench/results-cluster.json).

@@ -468,7 +468,9 @@ def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 
             "latency_p50": percentile(latencies, 0.50),
             "latency_p95": percentile(latencies, 0.95), "latency_max": max(latencies),
             "batch_seconds_p50": percentile([b["batch_seconds"] for b in batches], 0.5),
-            "first_batch_latency": max(first["latencies"])}
+            "first_batch_latency": max(first["latencies"]),
+            # in batch order, for figures over a part of the run (its later minutes)
+            "latencies": [round(x, 3) for x in latencies]}
 
 
 def main() -> int:

@@ -85,9 +85,9 @@ def build_session(
 
     ``master`` defaults to ``local[*]`` unless spark-submit already set one. Settings come
     from ``conf/spark-defaults.conf`` then ``extra_conf`` (later wins). A driver JVM started
-    here gets :data:`DRIVER_JVM_FLAGS`, and the class archive ``make setup`` built
-    (:func:`snap_spark.jvm_archive.driver_jvm_flags`), unless the settings name its Java
-    options.
+    here gets the class archive ``make setup`` built, with :data:`DRIVER_JVM_FLAGS` on a
+    local master (not a cluster's: :func:`snap_spark.jvm_archive.short_job_driver`),
+    unless the settings name its Java options.
 
     ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
     when the JARs are at hand, ``True`` always (an error when they are not), ``False``
@@ -140,7 +140,10 @@ def build_session(
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
     if DRIVER_JAVA_OPTIONS_CONF not in settings and DRIVER_JAVA_OPTIONS_CONF not in already:
-        settings[DRIVER_JAVA_OPTIONS_CONF] = jvm_archive.driver_jvm_flags()  # if it starts now
+        flags = jvm_archive.driver_jvm_flags(jvm_archive.short_job_driver(
+            master if master is not None else already.get("spark.master")))
+        if flags:
+            settings[DRIVER_JAVA_OPTIONS_CONF] = flags  # if it starts now
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
     local_workers = _local_workers_import_snap_spark(master or already.get("spark.master"))

@@ -17,9 +17,10 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
   merged with the ``--jars`` given;
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
   ``--conf spark.ui.showConsoleProgress=false``, and the driver's Java options: the
-  package's quieter ``conf/log4j2.properties`` (package data) and the short-job JVM flags
-  (:data:`snap_spark.session.DRIVER_JVM_FLAGS`) with the class archive ``make setup``
-  built (:func:`snap_spark.jvm_archive.driver_jvm_flags`), unless ``--driver-java-options`` or
+  package's quieter ``conf/log4j2.properties`` (package data) and the class archive ``make
+  setup`` built, with the short-job JVM flags (:data:`snap_spark.session.DRIVER_JVM_FLAGS`)
+  on a local master, not for a cluster's driver
+  (:func:`snap_spark.jvm_archive.short_job_driver`), unless ``--driver-java-options`` or
   ``--conf spark.driver.extraJavaOptions`` is given; as the Makefile passes them;
   ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
   must stay reachable by executors).
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snap_spark import jobs
-from snap_spark.jvm_archive import driver_jvm_flags
+from snap_spark.jvm_archive import driver_jvm_flags, short_job_driver
 from snap_spark.session import DRIVER_JAVA_OPTIONS_CONF
 
 EXIT_FAILED = 1
@@ -390,7 +391,8 @@ def build_plan(
     if (request.last("--driver-java-options") is None
             and DRIVER_JAVA_OPTIONS_CONF not in given):
         logging = [f"-Dlog4j2.configurationFile={LOG4J2_CONF}"] if LOG4J2_CONF.is_file() else []
-        argv += ["--driver-java-options", " ".join([*logging, driver_jvm_flags()])]
+        flags = driver_jvm_flags(short_job_driver(request.master()))
+        argv += ["--driver-java-options", " ".join([*logging, *([flags] if flags else [])])]
     given_jars: list[str] = []
     for option, value in request.spark_options:
         if option == "--jars":

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from snap_spark import submit
-from snap_spark.jvm_archive import driver_jvm_flags
+from snap_spark.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
 from snap_spark.maven_jars import submit_jars
 from snap_spark.submit import SubmitError, split_arguments
 from tests.operate.conftest import AGENTS, SEED, FullLake
@@ -283,3 +283,25 @@ def test_the_cron_line_reaches_the_alert_branch_only_when_a_limit_is_crossed(
                for k in (a.private_key, tweak_private_key(a.private_key))]
     secrets += [k.hex() for k in read_keyring(output_paths(full_lake.nostr_stem)["keyring"])]
     assert len(secrets) > 2 * AGENTS and not any(s in said for s in secrets)
+
+
+def test_short_job_flags_reach_local_drivers_only(tmp_path: Path) -> None:
+    """Issue 44: the short-job JVM flags (C1 only, the parallel collector) go to a driver on
+    a local master, whatever its job (a local stream's latency is lower with them:
+    docs/settings.md); a cluster's driver keeps the JVM's own compiler and G1. Each keeps
+    the class archive and the logging."""
+
+    def java_options(*args: str) -> list[str]:
+        _, command = dry_run(tmp_path, *args)
+        return command[command.index("--driver-java-options") + 1].split()
+
+    short = set(DRIVER_JVM_FLAGS.split())
+    batch = java_options("--master", "local[2]", "verify_messages", "--input", "i", "--lake", "l")
+    assert short <= set(batch)
+    stream = java_options("stream_verify", "--landing", "in", "--checkpoint", "c")
+    assert stream == batch, stream
+    for master in ("yarn", "k8s://https://127.0.0.1:6443", "spark://127.0.0.1:7077"):
+        options = java_options("--master", master, "audit", "--lake", "l")
+        assert not short & set(options), (master, options)
+        # the rest is what a local driver gets: the logging and the class archive
+        assert options == [o for o in batch if o not in short], (master, options)
