@@ -52,7 +52,7 @@ from snap_spark.lake.common import (
     table_uri,
     write_marker,
 )
-from snap_spark.lake.delta_log import table_version
+from snap_spark.lake.delta_log import table_exists, table_version
 from snap_spark.lake.delta_rs import read_txn_version
 from snap_spark.lake.schema import check_delta_compatible, check_partition_columns, conform
 
@@ -176,7 +176,9 @@ class DeltaSparkLake:
         return read_txn_version(table_uri(path), app_id)
 
     def exists(self, path: str) -> bool:
-        """``DeltaTable.isDeltaTable`` for ``path``.
+        """True when ``path`` holds a Delta table, read with delta-rs on the driver as
+        :meth:`txn_version` is (Delta's ``DeltaTable.isDeltaTable`` loads the table's log in
+        the JVM: about 0.25 s a call on a cold driver, four calls a batch run).
 
         Examples:
             >>> import pyarrow as pa
@@ -186,9 +188,7 @@ class DeltaSparkLake:
             >>> lake.exists(str(tmp / "tasks")), lake.exists(str(tmp / "nothing"))
             (True, False)
         """
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, path))
+        return table_exists(table_uri(path))
 
     def distinct_values(self, spark: SparkSession, path: str, column: str) -> set[Any]:
         """Distinct values of ``column`` through Spark; see :meth:`Lake.distinct_values`.
