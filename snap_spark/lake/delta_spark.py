@@ -13,7 +13,9 @@ reads use ``versionAsOf``.
 
 Besides those commits, delta-rs reads a few things on the driver, with no Spark job: app
 transaction versions, which delta-spark has no Python API for (``txn_version``, and the
-replay check that lets a replayed merge skip its work), a table's protocol
+replay check that lets a replayed merge skip its work), whether a table exists
+(:meth:`DeltaSparkLake.exists`; Delta's ``isDeltaTable`` loads the log in the JVM), a
+table's protocol
 (:func:`commits_in_place`) and its latest version (the ``read_version`` check of
 :meth:`DeltaSparkLake.commit`). delta-rs reads any plain Delta table at a path it
 understands (local, ``s3://`` / ``s3a://``, ``gs://``, ``abfss://``; credentials from the
