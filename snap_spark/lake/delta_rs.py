@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
@@ -489,7 +489,7 @@ def _replace_keys(change: DataCommit, keys: DataFrame | pa.Table) -> bool:
     commit (:meth:`Lake.commit`, mode ``"keys"``) made by snap-spark itself.
 
     A new table adopts the files in place. In an existing one, every data file holding a
-    row of a key is copied without those rows (:func:`rewrite_without_keys`), and one
+    row of a key is copied without those rows (:func:`rewrite_updated`), and one
     commit removes those files and adds the copies and the new files. The copies are
     named after ``change.file_prefix`` (a run's :func:`snap_spark.pipeline.runs.file_prefix`),
     so what a run killed before its commit wrote is swept as that run's leftovers; no file
@@ -596,6 +596,7 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     first_values = sorted({key[0] for key in key_rows
                            if key[0] is not None or not updates.many})
     found = [0] * len(key_rows)
+    matches = _key_matcher(keys, rows, arrow_schema) if updates.many else None
     removed: list[RemovedFile] = []
     writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
                                    file_prefix=f"{updates.file_prefix or 'part-updated'}-"
@@ -612,8 +613,8 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
             changed = False
             out: list[pa.RecordBatch] = []
             for batch in batches:
-                if updates.many:  # every row of a key goes, whatever its count
-                    gone = _key_matches(batch, keys, rows)
+                if matches is not None:  # every row of a key goes, whatever its count
+                    gone = matches(batch)
                     if gone.true_count:
                         changed = True
                         kept = batch.filter(pc.invert(gone))
@@ -668,28 +669,34 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
         raise
 
 
-def _key_matches(batch: pa.RecordBatch, keys: Sequence[str], rows: pa.Table) -> pa.Array:
-    """A boolean mask of the rows of ``batch`` whose ``keys`` columns equal those of a row of
-    ``rows`` (never true where a key column is null).
+def _key_matcher(keys: Sequence[str], rows: pa.Table, schema: pa.Schema
+                 ) -> Callable[[pa.RecordBatch], pa.Array]:
+    """A function giving, for a batch of the table's Arrow ``schema``, the boolean mask of
+    its rows whose ``keys`` columns equal those of a row of ``rows`` (never true where a key
+    column is null); the keys are prepared once.
 
     Examples:
         >>> import pyarrow as pa
         >>> batch = pa.record_batch({"id": ["a", "b", None, "a"], "n": [1, 2, 3, 4]})
-        >>> _key_matches(batch, ["id"], pa.table({"id": ["a", None]})).to_pylist()
+        >>> _key_matcher(["id"], pa.table({"id": ["a", None]}), batch.schema)(batch).to_pylist()
         [True, False, False, True]
-        >>> _key_matches(batch, ["id", "n"], pa.table({"id": ["a"], "n": [4]})).to_pylist()
+        >>> match = _key_matcher(["id", "n"], pa.table({"id": ["a"], "n": [4]}), batch.schema)
+        >>> match(batch).to_pylist()
         [False, False, False, True]
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if len(keys) == 1:
-        column = batch.column(keys[0])
-        wanted = rows.column(keys[0]).cast(column.type).drop_null()
-        return pc.fill_null(pc.is_in(column, value_set=wanted), False)
+        name = keys[0]
+        wanted = rows.column(name).cast(schema.field(name).type).drop_null()
+        return lambda batch: pc.fill_null(pc.is_in(batch.column(name), value_set=wanted),
+                                          False)
     named = set(zip(*[rows.column(k).to_pylist() for k in keys], strict=True))
-    return pa.array([None not in key and key in named for key in
-                     zip(*[batch.column(k).to_pylist() for k in keys], strict=True)], pa.bool_())
+    return lambda batch: pa.array(
+        [None not in key and key in named
+         for key in zip(*[batch.column(k).to_pylist() for k in keys], strict=True)],
+        pa.bool_())
 
 
 def _any_within(sorted_values: Sequence[Any], low: Any, high: Any) -> bool:
