@@ -12,6 +12,7 @@ what the recipe asks of ``mail`` is all there is to check.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -24,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from snap_spark.samples.messages import SampleConfig, write_sample
+from snap_spark.protocol.keys import tweak_private_key
+from snap_spark.samples.messages import SampleConfig, sample_agents, write_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "audit-job.md"
@@ -108,26 +110,51 @@ def run_recipe(tmp_path: Path, lake: Path) -> tuple[subprocess.CompletedProcess[
     return done, sent, tmp_path / "audit" / day
 
 
-@pytest.fixture(scope="module")
-def attacked_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A lake of the batch job on sample traffic with attacks, received yesterday and today
-    (UTC): whichever day the recipe's ``date -d yesterday`` names when it runs, past
-    midnight or not, its window holds traffic that crosses the default limits."""
-    from snap_spark.pipeline.job import run
-
-    root = tmp_path_factory.mktemp("cron")
+def sample_configs(attack_share: float) -> list[SampleConfig]:
+    """Sample traffic received yesterday and today (UTC), ``attack_share`` of it attacks:
+    whichever day the recipe's ``date -d yesterday`` names when it runs, past midnight or
+    not, its window holds some of it."""
     today = dt.datetime.now(dt.UTC).date()
-    inputs = []
+    configs = []
     for days in (1, 0):
         day = today - dt.timedelta(days=days)
         noon = int(dt.datetime(day.year, day.month, day.day, 12, tzinfo=dt.UTC).timestamp())
-        path = root / f"traffic-{day}.jsonl"
-        write_sample(SampleConfig(agents=5, messages=600, seed=31 + days, attack_share=0.3,
-                                  start_time=noon), str(path))
+        configs.append(SampleConfig(agents=5, messages=600, seed=31 + days,
+                                    attack_share=attack_share, start_time=noon))
+    return configs
+
+
+#: Sample lines that are valid messages yet cross a default limit (an illegal transition).
+NOT_CLEAN = ("task_illegal_transition",)
+
+
+def landed_lake(spark: Any, root: Path, configs: list[SampleConfig], *,
+                clean: bool = False) -> Path:
+    """A lake of the batch job on the samples ``configs`` describe, under ``root``; with
+    ``clean``, each sample's seed is moved on until the sample holds no line of
+    :data:`NOT_CLEAN` (the generator's own count, not the audit's)."""
+    from snap_spark.pipeline.job import run
+
+    root.mkdir(parents=True, exist_ok=True)
+    inputs = []
+    for i, config in enumerate(configs):
+        path = root / f"traffic-{i}.jsonl"
+        while True:
+            kinds = write_sample(config, str(path), tasks_path=None)
+            if not clean or not any(kinds[kind] for kind in NOT_CLEAN):
+                break
+            config = dataclasses.replace(config, seed=config.seed + 100)
         inputs.append(str(path))
     lake = root / "lake"
     run(spark, inputs, str(lake))
     return lake
+
+
+@pytest.fixture(scope="module")
+def attacked_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lake of the batch job on sample traffic with attacks (:func:`sample_configs`): the
+    recipe's window holds traffic that crosses the default limits."""
+    return landed_lake(spark, tmp_path_factory.mktemp("cron"), sample_configs(0.3))
 
 
 @pytest.mark.slow
@@ -157,4 +184,31 @@ def test_the_recipe_mails_the_findings(attacked_lake: Path, tmp_path: Path) -> N
     assert summary == json.loads((out / "summary.json").read_text())
     assert summary["alert"] is True and summary["exit_status"] == 3
     assert summary["lake"] == str(attacked_lake)
+    assert {"forged_signature_rate", "replay_rate"} <= {
+        t["name"] for t in summary["thresholds"] if t["crossed"]}
+    assert (out / "report.html").is_file()
+    said = (out.parent / f"{out.name}.log").read_text()
+    assert said.rstrip().endswith("alert: thresholds crossed (exit 3)"), said[-3000:]
+    # delta-rs is the lake's backend, so `snap-spark submit` gave no Delta JARs on purpose:
+    # the session does not warn about their absence
+    assert "Delta's classes are not on" not in said, said[-3000:]
+    # no private key of the sample's agents (plain or taproot-tweaked) in what the run said
+    secrets = [k.hex() for config in sample_configs(0.3) for a in sample_agents(config)
+               for k in (a.private_key, tweak_private_key(a.private_key))]
+    assert len(secrets) == 4 * 5 and not any(s in said for s in secrets)
+
+
+@pytest.mark.slow
+def test_the_recipe_sends_nothing_on_a_clean_day(spark: Any, tmp_path: Path) -> None:
+    """A lake of traffic without attacks, within the default limits: exit 0, the report
+    written, no mail."""
+    lake = landed_lake(spark, tmp_path / "clean", sample_configs(0.0), clean=True)
+    done, sent, out = run_recipe(tmp_path, lake)
+    said = (out.parent / f"{out.name}.log").read_text()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sent == [], (sent, said[-3000:])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["alert"] is False and summary["exit_status"] == 0, summary["thresholds"]
+    assert summary["figures"]["messages"]["total"] > 0  # the window held traffic
+    assert "clean: no threshold crossed" in said, said[-3000:]
     assert (out / "report.html").is_file()

@@ -1,7 +1,7 @@
 """``snap-spark submit``: the split of its command line, the command it builds (``--dry-run``,
 run as cron runs it: ``env -i`` with a bare PATH), the hand-over to spark-submit (exit status,
-environment, same process), and the cron line of docs/audit-job.md for the scheduled audit, end
-to end.
+environment, same process). The cron recipe of docs/audit-job.md runs end to end in
+``tests/operate/test_cron_recipe.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from snap_spark import submit
 from snap_spark.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
 from snap_spark.maven_jars import submit_jars
 from snap_spark.submit import SubmitError, split_arguments
-from tests.operate.conftest import AGENTS, SEED, FullLake
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The console script of this interpreter's environment (CI's is the checkout's .venv).
@@ -223,66 +222,6 @@ def test_the_process_becomes_spark_submit_with_the_jobs_exit_status(tmp_path: Pa
     assert seen["env"]["SPARK_HOME"] == str(fake.parents[1])
     assert seen["env"]["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert seen["argv"][-3:] == [str(submit.JOBS_DIR / "audit.py"), "--lake", "L"]
-
-
-# -- the cron line of docs/audit-job.md, end to end ------------------------------------------
-
-def cron_line(lake: Path, out: Path, thresholds: Path, alerted: Path) -> str:
-    """The cron line of docs/audit-job.md for the scheduled audit, with local settings and files."""
-    q = shlex.quote
-    return (f"cd {q(str(ROOT))} && {q(str(SNAP_SPARK))} submit --master 'local[2]' "
-            "--conf spark.ui.enabled=false --conf spark.snap.lake.backend=delta-rs "
-            f"--conf spark.sql.shuffle.partitions=2 audit --lake {q(str(lake))} "
-            f"--out {q(str(out))} --thresholds {q(str(thresholds))} "
-            f"|| [ $? -ne 3 ] || touch {q(str(alerted))}")
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_the_cron_line_reaches_the_alert_branch_only_when_a_limit_is_crossed(
-        full_lake: FullLake, tmp_path: Path) -> None:
-    """Under ``env -i`` with PATH=/usr/bin:/bin, as cron runs it: a lake of the batch job
-    on sample traffic with attacks, audited with limits it crosses (the line reaches its
-    alert command) and with limits it keeps (it does not); each time the report is written."""
-    home = tmp_path / "home"
-    home.mkdir()
-    strict = tmp_path / "strict.toml"
-    strict.write_text("[max]\nforged_signature_rate = 0\nreplay_rate = 0\n")
-    lenient = tmp_path / "lenient.toml"
-    lenient.write_text("[max]\nrejection_rate = 1\nforged_signature_rate = 0.5\n"
-                       "replay_rate = 0.5\nimpersonation_attempts = 100\n"
-                       "illegal_transitions = 100\n")
-    said = ""
-    for name, limits, alert in (("strict", strict, True), ("lenient", lenient, False)):
-        out, alerted = tmp_path / name, tmp_path / f"{name}.ALERTED"
-        done = subprocess.run(
-            bare(home, "bash", "-c", cron_line(full_lake.lake, out, limits, alerted)),
-            capture_output=True, text=True, timeout=900, cwd=tmp_path)
-        said += done.stdout + done.stderr
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        assert alerted.exists() is alert, done.stdout[-3000:] + done.stderr[-3000:]
-        summary = json.loads((out / "summary.json").read_text())
-        assert (out / "report.html").is_file()
-        assert summary["alert"] is alert and summary["exit_status"] == (3 if alert else 0)
-        assert summary["lake"] == str(full_lake.lake)
-        if alert:
-            assert {"forged_signature_rate", "replay_rate"} <= {
-                t["name"] for t in summary["thresholds"] if t["crossed"]}
-            assert "alert: thresholds crossed (exit 3)" in done.stdout
-        else:
-            assert "clean: no threshold crossed" in done.stdout
-    # delta-rs is the lake's backend, so `snap-spark submit` gave no Delta JARs on purpose:
-    # the session does not warn about their absence
-    assert "Delta's classes are not on" not in said, said[-3000:]
-    # no private key of the sample's agents or of the Nostr keyring in what the runs said
-    from snap_spark.protocol.keys import tweak_private_key
-    from snap_spark.samples.messages import SampleConfig, sample_agents
-    from snap_spark.samples.nostr import output_paths, read_keyring
-
-    secrets = [k.hex() for a in sample_agents(SampleConfig(agents=AGENTS, seed=SEED))
-               for k in (a.private_key, tweak_private_key(a.private_key))]
-    secrets += [k.hex() for k in read_keyring(output_paths(full_lake.nostr_stem)["keyring"])]
-    assert len(secrets) > 2 * AGENTS and not any(s in said for s in secrets)
 
 
 def test_short_job_flags_reach_local_drivers_only(tmp_path: Path) -> None:
