@@ -2,12 +2,13 @@
 the tables equal one uninterrupted run, each stored message is in ``messages`` once, and no
 stray file is left in a table folder.
 
-Points: after the stored messages landed (before any Nostr table), after
-``agent_card_history``, after ``agent_cards`` (before ``nostr_events``, committed last) — one
-after the other on the same lake — and, on another lake, while the stored messages are
-landing. The run is held still at a point by the test-only hook :mod:`tests.hold`, right
-after the log line that marks it (``stored messages: ...``, ``<table>: ...``, ``stage 3/4
-raw_messages``), then killed.
+Points, one after the other on the same lake (each killed run is the next one's starting
+point): while the stored messages are landing (between the batch job's ``raw_messages`` and
+``messages`` commits), after the stored messages landed (before any Nostr table), after
+``agent_card_history``, after ``agent_cards`` (before ``nostr_events``, committed last).
+The run is held still at a point by the test-only hook :mod:`tests.hold`, right after the
+log line that marks it (``stage 3/4 raw_messages``, ``stored messages: ...``,
+``<table>: ...``), then killed.
 """
 
 from __future__ import annotations
@@ -71,28 +72,24 @@ def reference(spark: Any, paths: dict[str, str], tmp_path_factory: pytest.TempPa
 
 def test_killed_at_each_commit_in_turn_then_finished_equals_one_run(
         paths: dict[str, str], reference: Any, tmp_path: Path) -> None:
-    """Killed after the stored messages landed, run again and killed after
-    agent_card_history, again after agent_cards, then run to the end."""
+    """Killed between the batch job's raw_messages and messages commits of the stored
+    messages; run again (it completes them from raw_messages) and killed once they landed,
+    before any Nostr table; again after agent_card_history, again after agent_cards; then
+    run to the end: the tables equal one run, nothing landed twice, no stray file."""
     lake = tmp_path / "lake"
+    kill_when(start_job("ingest_nostr.py", args(paths, lake),
+                        hold_at="stage 3/4 raw_messages"), HOLDING)
+    assert (lake / "raw_messages" / "_delta_log").is_dir()
+    assert not (lake / "messages" / "_delta_log").is_dir()
     # the line each step logs once it is done (a table's: committed, or nothing to commit)
     for hold in ("stored messages: ", "agent_card_history: ", "agent_cards: "):
         kill_when(start_job("ingest_nostr.py", args(paths, lake), hold_at=hold),
                   HOLDING + hold)
         print(f"killed after {hold!r}:",
               {t: (lake / t / "_delta_log").is_dir() for t in TABLES})
-    finish(start_job("ingest_nostr.py", args(paths, lake)))
-    check(lake, reference)
-
-
-def test_killed_while_landing_the_stored_messages_then_finished_equals_one_run(
-        paths: dict[str, str], reference: Any, tmp_path: Path) -> None:
-    """Killed between the batch job's raw_messages and messages commits of the stored
-    messages: the next run completes them from raw_messages, landing nothing twice."""
-    lake = tmp_path / "lake"
-    kill_when(start_job("ingest_nostr.py", args(paths, lake),
-                        hold_at="stage 3/4 raw_messages"), HOLDING)
-    assert (lake / "raw_messages" / "_delta_log").is_dir()
-    assert not (lake / "messages" / "_delta_log").is_dir()
+        if hold == "stored messages: ":  # completed from raw_messages; no Nostr table yet
+            assert (lake / "messages" / "_delta_log").is_dir()
+            assert not any((lake / t / "_delta_log").is_dir() for t in TABLES[:3])
     finish(start_job("ingest_nostr.py", args(paths, lake)))
     check(lake, reference)
 

@@ -2,6 +2,7 @@
 it on the same checkpoint: every table holds each line exactly once, verdicts unchanged.
 
 Points: inside a micro-batch (after ``raw_messages`` is committed, before ``messages``),
+right after a micro-batch's ``messages`` commit (before its ledger and Spark's checkpoint),
 and between the Delta commits and Spark's checkpoint commit (right after the stream's
 ``batch N committed (...)`` line, which ``foreachBatch`` writes last). The stream is held
 still at a point by the test-only hook :mod:`tests.hold` (run under it, the job stops once
@@ -12,12 +13,18 @@ Delta commits (the restart reads the same offsets again and must land nothing tw
 other two pairings take the same code path after the source and were dropped to keep the
 suite within its time budget. The reference is the checker over all lines, which knows
 nothing of the stream.
+
+The killed run is a job process (``python -m tests.hold jobs/stream_verify.py``); the
+restart is :func:`~snap_spark.stream.job.run_stream`, what that job runs, called in the test
+session's process on the same lake and checkpoint (a cold job process costs a JVM start
+and nothing that the restart's checks look at).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,32 +35,51 @@ from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
-from snap_spark.stream.job import kafka_source_file
+from snap_spark.settings import VerifySettings
+from snap_spark.stream.job import (
+    DEFAULT_LATENESS,
+    StreamPlan,
+    StreamResult,
+    kafka_source_file,
+    run_stream,
+)
 from tests.hold import HOLDING
-from tests.jobs import finish, kill_when, start_job
+from tests.jobs import kill_when, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = 4
+PARTS = 3
 
 
 @pytest.fixture(scope="module")
 def lines() -> list[bytes]:
-    return [line for line, _ in generate(SampleConfig(agents=5, messages=4_000, seed=19,
+    """2,000 generated lines, a third of them attacks or malformed (the kill points are
+    exact, held by :mod:`tests.hold`: the number of lines only has to fill the batches)."""
+    return [line for line, _ in generate(SampleConfig(agents=5, messages=2_000, seed=19,
                                                       attack_share=0.3))]
 
 
-def start_stream(args: list[str], hold: str | None = None, nth: int = 1
-                 ) -> subprocess.Popen[bytes]:
-    """The stream job, available-now; held still (:mod:`tests.hold`) once it has written a
-    line containing ``hold`` for the ``nth`` time, if ``hold`` is given."""
+def start_stream(args: list[str], hold: str, nth: int = 1) -> subprocess.Popen[bytes]:
+    """The stream job, available-now, held still (:mod:`tests.hold`) once it has written a
+    line containing ``hold`` for the ``nth`` time."""
     return start_job("stream_verify.py", ["--trigger", "available-now", *args],
                      hold_at=hold, hold_nth=nth)
 
 
+def restart(spark: Any, lake: Path, ckpt: Path, **source: Any) -> StreamResult:
+    """The stream run again to the end (available-now) on ``lake`` and ``ckpt``, as the job
+    runs it (the job's defaults: its settings, lateness and state partitions), in this
+    process; ``source``: the rest of the :class:`StreamPlan` (the source, its limits, the
+    progress file)."""
+    plan = StreamPlan(lake_dir=str(lake), checkpoint=str(ckpt), settings=VerifySettings(),
+                      lateness=DEFAULT_LATENESS, run_id=uuid.uuid4().hex, **source)
+    return run_stream(spark, plan, {"availableNow": True})
+
+
 def check_lake(lake: Path, reference: dict[tuple[str, int], Any]) -> None:
+    """Both tables hold each line of ``reference`` once, ``messages`` with its verdicts."""
     for table in ("raw_messages", "messages"):
         rows = delta_rows(lake / table, "select source_file, line_no from t")
         counted = Counter((r["source_file"], r["line_no"]) for r in rows)
@@ -76,7 +102,11 @@ MOMENTS = [
 
 @pytest.mark.parametrize(("moment", "hold", "nth"), MOMENTS[:1], ids=[MOMENTS[0][0]])
 def test_kill_a_landing_folder_stream_and_restart(
-        tmp_path: Path, lines: list[bytes], moment: str, hold: str, nth: int) -> None:
+        spark: Any, tmp_path: Path, lines: list[bytes], moment: str, hold: str,
+        nth: int) -> None:
+    """Three files, one per micro-batch: the job is killed right after batch 1's
+    ``raw_messages`` commit; the restart runs batch 1 again (its ``raw_messages`` commit
+    skipped, the rest made) and batch 2, and every line is in each table once."""
     landing, lake, ckpt = tmp_path / "landing", tmp_path / "lake", tmp_path / "ckpt"
     landing.mkdir()
     size = -(-len(lines) // PARTS)
@@ -90,12 +120,14 @@ def test_kill_a_landing_folder_stream_and_restart(
     args = ["--landing", str(landing), "--lake", str(lake), "--checkpoint", str(ckpt),
             "--max-files-per-trigger", "1"]
     # inside: right after batch 1's raw_messages commit (the second such line)
-    kill_when(start_stream(args, hold, nth), HOLDING + hold)
-    finish(start_stream(args))
+    said = kill_when(start_stream(args, hold, nth), HOLDING + hold)
+    assert "batch 0 committed (" in said and "batch 1 committed" not in said, said[-3000:]
+    again = restart(spark, lake, ckpt, landing=str(landing), max_files_per_trigger=1)
+    assert (again.batches, again.lines_read) == (PARTS - 1, len(lines) - size), again
     check_lake(lake, reference)
 
 
-def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
+def test_progress_after_a_restart_is_what_the_lake_holds(spark: Any, tmp_path: Path,
                                                           lines: list[bytes]) -> None:
     """Killed right after batch 1's ``messages`` commit, the restarted stream runs batch 1
     again: its progress line must give the figures that commit recorded (not the lines'
@@ -113,7 +145,9 @@ def test_progress_after_a_restart_is_what_the_lake_holds(tmp_path: Path,
     kill_when(start_stream(args, "stage 4/4 messages: +", 2), HOLDING)
     before = [json.loads(x) for x in progress.read_text().splitlines()]
     assert [p["batch_id"] for p in before] == [0]
-    finish(start_stream(args))
+    again = restart(spark, lake, ckpt, landing=str(landing), max_files_per_trigger=1,
+                    progress_json=str(progress))
+    assert (again.batches, again.batches_already_committed) == (1, 1), again
     reported = [json.loads(x) for x in progress.read_text().splitlines()]
     assert [p["batch_id"] for p in reported] == [0, 1]
     rerun = reported[1]
@@ -145,7 +179,8 @@ def test_kill_a_kafka_stream_and_restart(
         tmp_path: Path, lines: list[bytes], kafka: Any, topic_name: str, moment: str,
         hold: str, nth: int) -> None:
     """Half the lines per micro-batch (``--max-offsets-per-trigger``): batch 0 commits
-    whole, batch 1 is killed after its Delta commits, before Spark's checkpoint commit."""
+    whole, batch 1 is killed after its Delta commits, before Spark's checkpoint commit; the
+    restart reads batch 1's offsets again, finds its commits made, and lands nothing twice."""
     lake, ckpt = tmp_path / "lake", tmp_path / "ckpt"
     kafka.create_topic(topic_name, 1)
     half = len(lines) // 2
@@ -156,7 +191,9 @@ def test_kill_a_kafka_stream_and_restart(
     # the second batch this process commits holds the second half
     said = kill_when(start_stream(args, hold, nth + 1), HOLDING + hold)
     assert said.count(f"committed ({half} lines)") == 2, said[-3000:]
-    finish(start_stream(args))
+    again = restart(kafka.spark, lake, ckpt, kafka_bootstrap=kafka.broker.bootstrap,
+                    topic=topic_name, max_offsets_per_trigger=half)
+    assert (again.batches, again.batches_already_committed) == (1, 1), again
     source = kafka_source_file(topic_name, 0)
     check_lake(lake, _reference(lines, [(source, n) for n in range(1, len(lines) + 1)]))
 

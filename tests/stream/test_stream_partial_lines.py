@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _plan(tmp_path: Path) -> StreamPlan:
+    """What ``jobs/stream_verify.py --landing <tmp>/landing --lake <tmp>/lake --checkpoint
+    <tmp>/ckpt --progress-json <tmp>/progress.jsonl`` runs (its default settings)."""
     return StreamPlan(lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
                       settings=VerifySettings(), lateness=600.0, run_id=uuid.uuid4().hex,
                       landing=str(tmp_path / "landing"),
@@ -162,10 +164,13 @@ def test_sparks_first_pick_up_plans_a_file_against_the_ledger(
 
 
 def test_a_stream_killed_while_it_replaces_an_unfinished_line_then_restarted(
-        tmp_path: Path) -> None:
+        spark: Any, tmp_path: Path) -> None:
     """The stream's start look lands a file whose unfinished line was finished; the job is
     held still after its rows left ``raw_messages`` and ``messages`` (before its own
-    ``messages`` commit), killed (SIGKILL of its process group) and started again."""
+    ``messages`` commit), killed (SIGKILL of its process group) and started again. The run
+    before (which lands the file with line 400 unfinished) and the restart are the job's
+    :func:`~snap_spark.stream.job.run_stream` with the job's defaults, in the test
+    session; the killed run is the job process."""
     lines = [line for line, _ in generate(SampleConfig(agents=4, messages=900, seed=31))]
     data = b"\n".join(lines) + b"\n"
     ends = [i for i, byte in enumerate(data) if byte == 10]
@@ -173,19 +178,16 @@ def test_a_stream_killed_while_it_replaces_an_unfinished_line_then_restarted(
     landing.mkdir()
     path = landing / "live.jsonl"
     path.write_bytes(data[:ends[399] - 30])
-    args = ["--trigger", "available-now", "--landing", str(landing), "--lake", str(lake),
-            "--checkpoint", str(ckpt), "--progress-json", str(tmp_path / "progress.jsonl")]
-    first = start_job("stream_verify.py", args)
-    first.communicate(timeout=300)
-    assert first.returncode == 0
+    first = run_stream(spark, _plan(tmp_path), {"availableNow": True})
+    assert first.lines_read == 400  # line 400 landed unfinished
     with path.open("ab") as out:
         out.write(data[ends[399] - 30:])
+    args = ["--trigger", "available-now", "--landing", str(landing), "--lake", str(lake),
+            "--checkpoint", str(ckpt), "--progress-json", str(tmp_path / "progress.jsonl")]
     said = kill_when(start_job("stream_verify.py", args,
                                hold_at="messages: removed the rows", hold_nth=2), HOLDING)
     assert "line 400 replacing the row landed before" in said
-    again = start_job("stream_verify.py", args)
-    _, err = again.communicate(timeout=300)
-    assert again.returncode == 0, err.decode(errors="replace")[-3000:]
+    run_stream(spark, _plan(tmp_path), {"availableNow": True})
     lake_rows = delta_rows(lake / "messages", "select source_file, line_no from t")
     assert len(lake_rows) == len(lines)
     # the killed run's progress never reached the file; the runs that finished add up

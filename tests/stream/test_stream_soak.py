@@ -1,10 +1,12 @@
 """Soak: the stream over traffic spanning many replay windows keeps its state flat.
 
-12,000 generated messages span about 55 minutes of receipt time, some 27 windows of 120 s;
-they arrive in 15 drops, one micro-batch each. The replay state must hold only the keys
-received within the window (plus the lateness) of the newest receipt time: the count per
-batch (printed, and written by ``--progress-json``) stays near the traffic of one window
-and lateness, while the keys seen grow with history. Verdicts still equal the checker's.
+6,000 generated messages span about 27 minutes of receipt time, some 27 windows of 60 s
+(the replay window is a setting: half the default, so that half the traffic spans as many
+windows, with as many lines per window and per drop); they arrive in 15 drops, one
+micro-batch each. The replay state must hold only the keys received within the window
+(plus the lateness) of the newest receipt time: the count per batch (printed, and written
+by ``--progress-json``) stays near the traffic of one window and lateness, while the keys
+seen grow with history. Verdicts still equal the checker's with the same window.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from tests.lake.helpers import delta_rows
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DROPS = 15
-LATENESS = 60.0
-WINDOW = 120.0
+LATENESS = 30.0
+WINDOW = 60.0
 
 
 def test_state_stays_flat_over_many_windows(spark: Any, tmp_path: Path) -> None:
-    lines = [line for line, _ in generate(SampleConfig(agents=6, messages=12_000, seed=77,
+    """15 drops over some 27 replay windows: the state's keys after each batch stay under
+    two drops' worth and do not grow from the first half of the run to the second; the
+    verdicts are the checker's (same replay window) over every line."""
+    lines = [line for line, _ in generate(SampleConfig(agents=6, messages=6_000, seed=77,
                                                        attack_share=0.1))]
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -68,15 +73,15 @@ def test_state_stays_flat_over_many_windows(spark: Any, tmp_path: Path) -> None:
           f"{len(lines)} lines over {span / 60:.0f} min")
     assert len(keys) == DROPS
     # After a batch the state holds that batch's keys (expired at the next watermark) and
-    # those received within window + lateness before it: about one drop (800 messages) and
-    # a few minutes of traffic, never the history (12,000 keys).
+    # those received within window + lateness before it: about one drop (400 messages) and
+    # a minute and a half of traffic, never the history (6,000 keys).
     assert max(keys) < 2 * size < len(lines) // 6
     assert max(keys[DROPS // 2:]) <= 1.5 * max(keys[:DROPS // 2])  # flat, not growing
     # and nothing was decided differently for it
     names = [line_name(src, n) for src, n in where]
     reference = {key: (v.error_code, v.error_detail or None) for key, v in
-                 zip(where, check_lines(lines, ReceiptClock.refuse(), names=names),
-                     strict=True)}
+                 zip(where, check_lines(lines, ReceiptClock.refuse(), names=names,
+                                        replay_window=WINDOW), strict=True)}
     got = {(m["source_file"], m["line_no"]): (m["error_code"], m["error_detail"])
            for m in delta_rows(tmp_path / "lake" / "messages")}
     assert got == reference

@@ -7,7 +7,9 @@ checker gives, and a run again on the same checkpoint adds nothing.
 
 The stream runs with a 60 s trigger: after its first micro-batch nothing but the stop makes
 it look at the landing folder again, so the lines appended meanwhile can only land by the
-stop-time work.
+stop-time work. Between its first micro-batch and the stop, the Ctrl-C test also counts the
+Python worker daemons the fresh job process started: one (the landing's functions and the
+replay state's share it).
 """
 
 from __future__ import annotations
@@ -19,17 +21,21 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from snap_spark.preinit import PYTHON_ENV
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
-from tests.jobs import LOCAL_ARGS, finish, start_job
+from snap_spark.settings import VerifySettings
+from snap_spark.stream.job import DEFAULT_LATENESS, StreamPlan, run_stream
+from tests.jobs import LOCAL_ARGS, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -128,34 +134,87 @@ def check_tables(lake: Path, path: Path, lines: list[bytes]) -> None:
             for m in delta_rows(lake / "messages")} == reference
 
 
-def first_batch_then_more(job: Running, root: Path, lines: list[bytes], first: int) -> None:
-    """Wait for the first micro-batch (the first ``first`` lines), then append the rest."""
+def first_batch(job: Running) -> None:
+    """Wait for the first micro-batch to be committed."""
     job.wait_for("batch 0 committed (")
+
+
+def append_the_rest(root: Path, lines: list[bytes], first: int) -> None:
+    """Append the lines after the first ``first`` to the landed file."""
     with (root / "landing" / "a.jsonl").open("ab") as out:
         out.write(b"\n".join(lines[first:]) + b"\n")
 
 
+def worker_daemons(driver: int) -> dict[int, tuple[list[str], dict[str, str]]]:
+    """Spark's Python worker daemons (``python -m snap_spark.worker_daemon``) among the
+    processes the process ``driver`` started, directly or not, and not the workers they
+    fork: each one's command line and environment."""
+    family: dict[int, tuple[int, list[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as line:
+                command = line.read().decode(errors="replace").split("\0")
+        except OSError:  # gone meanwhile
+            continue
+        family[int(entry)] = (parent, command)
+
+    def descends(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid in family and pid not in seen and pid != driver:
+            seen.add(pid)
+            pid = family[pid][0]
+        return pid == driver
+
+    def daemon(command: list[str]) -> bool:  # its forked workers keep its command line
+        return command[1:3] == ["-m", "snap_spark.worker_daemon"]
+
+    found: dict[int, tuple[list[str], dict[str, str]]] = {}
+    for pid, (parent, command) in family.items():
+        if daemon(command) and descends(pid) and not daemon(family.get(parent, (0, []))[1]):
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                pairs = [item.split(b"=", 1) for item in environ.read().split(b"\0") if item]
+            found[pid] = (command, {k.decode(): v.decode(errors="replace") for k, v in pairs})
+    return found
+
+
 def test_ctrl_c_stops_the_stream_cleanly(tmp_path: Path, sample: list[bytes]) -> None:
     """SIGINT to the stream's whole process group, as Ctrl-C in its terminal sends it
-    (``python jobs/stream_verify.py``: its driver JVM, Python workers and helpers too)."""
+    (``python jobs/stream_verify.py``: its driver JVM, Python workers and helpers too).
+
+    Before the signal, after the first micro-batch: the landing's functions and the replay
+    state's share one worker daemon (Spark keys daemons by interpreter and environment), so
+    a stream's first micro-batch does not wait for a second daemon's imports. Counted among
+    the processes the fresh driver started; the daemon runs the interpreter the session's
+    launcher (:data:`snap_spark.preinit.LAUNCHER`) hands over to."""
     (tmp_path / "landing").mkdir()
     first = len(sample) // 2
     (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(sample[:first]) + b"\n")
     job = Running(start_job("stream_verify.py", stream_args(tmp_path)))
     try:
-        first_batch_then_more(job, tmp_path, sample, first)
+        first_batch(job)
+        daemons = worker_daemons(job.proc.pid)
+        assert len(daemons) == 1, daemons
+        ((command, environment),) = daemons.values()
+        # the session's functions run the launcher, which execs this interpreter
+        assert environment.get(PYTHON_ENV) == sys.executable == command[0], environment
+        append_the_rest(tmp_path, sample, first)
         os.killpg(job.proc.pid, signal.SIGINT)
         check_stopped(job, tmp_path, sample, "SIGINT")
     finally:
         job.kill()
 
 
-def test_sigterm_stops_a_submitted_stream_cleanly(tmp_path: Path, sample: list[bytes]
-                                                  ) -> None:
+def test_sigterm_stops_a_submitted_stream_cleanly(spark: Any, tmp_path: Path,
+                                                  sample: list[bytes]) -> None:
     """SIGTERM to ``snap-spark submit stream_verify``'s process, which is spark-submit's
     driver JVM (the job's Python runs as its child, and Spark passes its output on through
     stdout), as ``kill PID`` or a service manager sends it. A run again on the same
-    checkpoint finds nothing to do."""
+    checkpoint finds nothing to do (that run is the job's
+    :func:`~snap_spark.stream.job.run_stream`, available-now, in the test session)."""
     (tmp_path / "landing").mkdir()
     first = len(sample) // 2
     (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(sample[:first]) + b"\n")
@@ -166,11 +225,16 @@ def test_sigterm_stops_a_submitted_stream_cleanly(tmp_path: Path, sample: list[b
                             start_new_session=True)
     job = Running(proc)
     try:
-        first_batch_then_more(job, tmp_path, sample, first)
+        first_batch(job)
+        append_the_rest(tmp_path, sample, first)
         proc.send_signal(signal.SIGTERM)
         check_stopped(job, tmp_path, sample, "SIGTERM")
     finally:
         job.kill()
-    again = finish(start_job("stream_verify.py", stream_args(tmp_path, "available-now")))
-    assert "micro-batches: 0\n" in again and "lines read: 0 " in again, again
+    again = run_stream(spark, StreamPlan(
+        lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
+        settings=VerifySettings(), lateness=DEFAULT_LATENESS, run_id=uuid.uuid4().hex,
+        landing=str(tmp_path / "landing"), progress_json=str(tmp_path / "progress.jsonl")),
+        {"availableNow": True})
+    assert (again.batches, again.lines_read, again.files_grown) == (0, 0, 0), again
     check_tables(tmp_path / "lake", tmp_path / "landing" / "a.jsonl", sample)
