@@ -14,8 +14,9 @@ def run_dying_before_messages_commit(spark: Any, inputs: list[str], lake: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the batch job so that it stops after its ``raw_messages`` commit, before the
     ``messages`` one (a driver lost between them). The patch is the only way to stop a run
-    at exactly that point in-process (kill -9 tests in test_crash.py do it for real, with
-    timing); it is undone before returning."""
+    at exactly that point in-process (the kill -9 tests of test_crash.py and
+    test_leftovers.py do it for real, holding the job at that point); it is undone before
+    returning."""
     from snap_spark.lake import DataCommit, LakeError
     from snap_spark.lake.delta_rs import DeltaRsLake
 

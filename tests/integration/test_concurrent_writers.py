@@ -190,12 +190,15 @@ def _redecided(outputs: list[str]) -> int:
 @pytest.mark.slow
 def test_four_batch_jobs_and_a_stream_at_once_one_killed_equal_one_sequential_run(
         spark: Any, archive: dict[str, Any], tmp_path: Path) -> None:
-    # The archive is cut in receipt order into five files, so copies of one message fall
-    # into different files (the replay pairs straddle the cuts): four go to batch jobs, the
-    # last to an available-now stream, all started at once. One batch job is killed (its
-    # whole process group, SIGKILL) just after its raw_messages commit, while it decides
-    # and commits its messages and the others go on: the lease it may hold is taken over at
-    # once (its process is gone). Run again, it completes.
+    """The archive is cut in receipt order into five files, so copies of one message fall
+    into different files (the replay pairs straddle the cuts): four go to batch jobs, the
+    last to an available-now stream, all started at once as job processes. One batch job
+    is killed (its whole process group, SIGKILL) just after its raw_messages commit, while
+    it decides and commits its messages and the others go on: the lease it may hold is
+    taken over at once (its process is gone). Run again (in this process, the job's own
+    ``run``), it completes: the verdicts are the checker's over all lines at once, each
+    line once, the task tables the expectation and a rebuild, every file one a commit
+    added."""
     lake = tmp_path / "lake"
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -215,8 +218,7 @@ def test_four_batch_jobs_and_a_stream_at_once_one_killed_equal_one_sequential_ru
     kill_when(victim, "stage 3/4 raw_messages", delay=0.3)
     outputs = [finish(proc) for proc in procs]
     print("keys decided again because of another writer:", _redecided(outputs))
-    outputs.append(finish(start_job("verify_messages.py",
-                                    ["--input", sources[1], "--lake", str(lake)])))
+    run(spark, [sources[1]], str(lake))
     assert _verdicts(lake) == reference
     _lines_once(lake, len(reference))
     check_expectation(archive["tasks"], lake)
@@ -291,8 +293,10 @@ def test_nostr_ingestion_and_a_batch_job_landing_the_same_stored_messages_at_onc
 @pytest.mark.slow
 def test_a_writer_that_cannot_get_the_lease_exits_1_and_a_rerun_completes_it(
         spark: Any, archive: dict[str, Any], tmp_path: Path) -> None:
-    # Another writer (on another host: it cannot be seen dead) holds the lease for the
-    # whole run: the job gives up after the wait, exit 1, one line naming the lake.
+    """Another writer (on another host: it cannot be seen dead) holds the lease for the
+    whole run: the job process gives up after the wait (1 s here), exit 1, one line
+    naming the lake, the holder's host and "busy", nothing of messages written. Once the
+    lease is given back the same run completes it with the checker's verdicts."""
     from snap_spark.lake.lease import LEASE_FOLDER, LEASE_WAIT_ENV, _name
 
     lake = tmp_path / "lake"
@@ -302,7 +306,7 @@ def test_a_writer_that_cannot_get_the_lease_exits_1_and_a_rerun_completes_it(
     held.write_text(json.dumps({"holder": "x", "what": "messages", "host": "other-host",
                                 "pid": 1, "expires": time.time() + 3600, "released": False}))
     proc = start_job("verify_messages.py", ["--input", path, "--lake", str(lake)],
-                     {LEASE_WAIT_ENV: "3"})
+                     {LEASE_WAIT_ENV: "1"})
     _out, err = proc.communicate(timeout=600)
     assert proc.returncode == 1, err.decode()[-3000:]
     said = [line for line in err.decode().splitlines() if line.startswith("verify_messages:")]

@@ -4,8 +4,6 @@ while the job runs, and crashed between commits (issue cases that landed lines t
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +18,6 @@ from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def lines_of(count: int, seed: int) -> list[bytes]:
@@ -98,30 +94,34 @@ def test_a_changed_file_is_a_new_version_said_so(
     assert len(delta_rows(lake / "ingested_files")) == 2
 
 
-def test_lines_appended_while_the_job_runs_land_once(tmp_path: Path) -> None:
+def test_lines_appended_while_the_job_runs_land_once(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer appends 1,000 lines to the input the moment the run has hashed and planned
+    it (its ``stage 1/4`` line; the run's own ``log`` wrapped here to append there), before
+    its Spark tasks land it (more bytes than the driver lands itself): the run lands the
+    3,000 lines it hashed, the next run the 1,000 appended, each line once."""
+    from snap_spark.pipeline.commit import LOCAL_LAND_BYTES
+    from snap_spark.runner import log as real_log
+
     path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
-    write_sample(SampleConfig(agents=6, messages=12_000, seed=4), str(path))
+    write_sample(SampleConfig(agents=6, messages=3000, seed=4), str(path), tasks_path=None)
+    assert path.stat().st_size > LOCAL_LAND_BYTES
     extra = b"\n".join(lines_of(1000, 5)) + b"\n"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
-           "SPARK_LOCAL_IP": "127.0.0.1"}
-    command = [sys.executable, str(ROOT / "jobs" / "verify_messages.py"), "--master",
-               "local[2]", "--input", str(path), "--lake", str(lake), "--conf",
-               "spark.ui.enabled=false", "--conf", "spark.snap.lake.backend=delta-rs"]
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    assert proc.stderr is not None
-    seen = b""
-    while b"stage 1/4" not in seen:  # hashed and planned: now a writer appends
-        line = proc.stderr.readline()
-        assert line, seen.decode(errors="replace")
-        seen += line
-    with path.open("ab") as handle:
-        handle.write(extra)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, (seen + err).decode(errors="replace")
-    assert b"lines read: 12000" in out
-    second = subprocess.run(command, capture_output=True, env=env, timeout=300)
-    assert second.returncode == 0 and b"lines read: 1000" in second.stdout
-    assert_each_line_once(lake, {"live.jsonl": 13_000})
+    appended: list[str] = []
+
+    def log(message: str) -> None:
+        real_log(message)
+        if message.startswith("stage 1/4") and not appended:  # hashed and planned
+            with path.open("ab") as handle:
+                handle.write(extra)
+            appended.append(message)
+
+    monkeypatch.setattr("snap_spark.pipeline.job.log", log)
+    assert run(spark, [str(path)], str(lake)).lines_read == 3000
+    assert appended
+    monkeypatch.setattr("snap_spark.pipeline.job.log", real_log)
+    assert run(spark, [str(path)], str(lake)).lines_read == 1000
+    assert_each_line_once(lake, {"live.jsonl": 4_000})
 
 
 def test_killed_between_commits_then_touched_keeps_the_tables_one_to_one(

@@ -1,9 +1,17 @@
 """kill -9 at several moments of a run: the next run (or `snap-spark lake clean`) leaves
-every table folder holding exactly the files its Delta log names, and every line once."""
+every table folder holding exactly the files its Delta log names, and every line once.
+
+A large input, landed in Spark tasks and decided in Spark stages (more than
+``commit.LOCAL_LAND_BYTES`` and ``commit.LOCAL_PASS_LINES``), is killed at two moments
+one after the other on one lake, each killed run the next one's starting point: while its
+tasks write (at the first new ``raw_messages`` file, before ``stage 2/4``), then, run
+again, right after its ``raw_messages`` commit (held still there by :mod:`tests.hold`).
+The same kills of a small input, which the driver process lands itself, are made (with
+the same checks: each line once, the checker's verdicts, no stray file) on the way of
+``test_leftovers.py``; ``lake clean`` itself is checked here, without a job."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,99 +20,92 @@ import pytest
 from snap_spark.cli import main as cli_main
 from snap_spark.pipeline.job import run
 from snap_spark.samples.messages import SampleConfig, write_sample
+from tests.hold import HOLDING
+from tests.integration.test_leftovers import kill_at_new_file
 from tests.jobs import kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("raw_messages", "messages")
-LINES = 100_000
+#: Just over commit.LOCAL_PASS_LINES (checked by the test): the Spark path of every step.
+LINES = 21_000
 
 
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("in") / "traffic.jsonl"
-    write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(path))
-    return path
+def stray_files(lake: Path) -> dict[str, set[str]]:
+    """Per table, the Parquet files in its folder that its Delta log does not hold."""
+    return {t: parquet_files(lake / t) - logged_files(lake / t) for t in TABLES}
 
 
-def start_batch_job(archive: Path, lake: Path) -> subprocess.Popen[bytes]:
-    return start_job("verify_messages.py", ["--input", str(archive), "--lake", str(lake),
-                                            "--batch-rows", "2000"])
-
-
-@pytest.mark.parametrize(("moment", "text", "delay"), [
-    ("while landing", "stage 1/4", 1.5),
-    ("between the two commits", "stage 3/4", 0.0),
-])
-def test_kill_9_then_rerun_leaves_each_line_once_and_no_stray_file(
-        spark: Any, archive: Path, tmp_path: Path, moment: str, text: str, delay: float,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    lake = tmp_path / "lake"
-    kill_when(start_batch_job(archive, lake), text, delay=delay)
-    stray = {t: parquet_files(lake / t) - logged_files(lake / t) for t in TABLES}
+def check_killed_run(lake: Path, moment: str, capsys: pytest.CaptureFixture[str]
+                     ) -> dict[str, set[str]]:
+    """The killed run left its marker; ``snap-spark lake clean --dry-run`` names every
+    file it left uncommitted and changes nothing. Returns those files per table."""
+    stray = stray_files(lake)
     print(f"{moment}: uncommitted files left by the killed run:",
           {t: len(files) for t, files in stray.items()})
-    assert list((lake / "_snap_runs").glob("*.json")), "the killed run left its marker"
-
-    # `snap-spark lake clean --dry-run` lists, changes nothing
+    assert list((lake / "_snap_runs").glob("*.json")), f"{moment}: the run left its marker"
     before = {t: parquet_files(lake / t) for t in TABLES}
+    capsys.readouterr()
     assert cli_main(["lake", "clean", "--lake", str(lake), "--dry-run"]) == 0
     listed = capsys.readouterr().out
     assert all(f"would remove {lake / t / f}" in listed for t in TABLES for f in stray[t])
     assert {t: parquet_files(lake / t) for t in TABLES} == before
+    return stray
+
+
+def keys_once(lake: Path, table: str) -> None:
+    """Each line of the archive is in ``table`` exactly once."""
+    keys = [(r["source_file"], r["line_no"]) for r in delta_rows(lake / table)]
+    assert len(keys) == len(set(keys)) == LINES, table
+
+
+def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_line_once(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The batch job is killed (its process group, SIGKILL) while its Spark tasks write
+    the landing's files (its first ``raw_messages`` file seen, ``stage 2/4`` not printed
+    yet): nothing committed (Spark's Python workers, in a process group of their own, may
+    delete the files they were writing once they find their driver gone). Run again as a
+    job, it removes what was left, lands every line once into ``raw_messages`` and is
+    held and killed right after that commit. After each kill the run left its marker and
+    ``lake clean --dry-run`` names every uncommitted file, changing nothing. The run again
+    in this process leaves each line once in both tables, every file one its log names,
+    no staging file, no marker."""
+    from snap_spark.pipeline.commit import LOCAL_LAND_BYTES, LOCAL_PASS_LINES
+
+    archive, lake = tmp_path / "traffic.jsonl", tmp_path / "lake"
+    write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(archive),
+                 tasks_path=None)
+    assert LINES > LOCAL_PASS_LINES and archive.stat().st_size > 4 * LOCAL_LAND_BYTES
+    args = ["--input", str(archive), "--lake", str(lake), "--batch-rows", "2000"]
+
+    said = kill_at_new_file(start_job("verify_messages.py", args), lake, ("raw_messages",),
+                            after="stage 1/4")
+    assert "stage 2/4" not in said, said[-3000:]
+    landing = check_killed_run(lake, "while landing", capsys)
+    assert not logged_files(lake / "raw_messages")  # nothing committed
+
+    said = kill_when(start_job("verify_messages.py", args, hold_at="stage 3/4"), HOLDING)
+    assert "cleaned up after killed runs" in said and "stage 4/4" not in said, said[-3000:]
+    for table, files in landing.items():  # the first run's files: removed by the second
+        assert not files & parquet_files(lake / table), table
+    keys_once(lake, "raw_messages")
+    assert not logged_files(lake / "messages")
+    check_killed_run(lake, "between the two commits", capsys)
 
     result = run(spark, [str(archive)], str(lake))  # cleans first, then lands what is left
     for table in TABLES:
         assert parquet_files(lake / table) == logged_files(lake / table), table
-        rows = delta_rows(lake / table)
-        keys = [(r["source_file"], r["line_no"]) for r in rows]
-        assert len(keys) == len(set(keys)) == LINES, table
+        keys_once(lake, table)
     assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
     assert not list((lake / "_snap_runs").glob("*.json"))
-    assert result.lines_read in (0, LINES)
-
-
-@pytest.mark.parametrize("hold", ["stage 2/4", "stage 3/4"],
-                         ids=["landed, nothing committed", "between the two commits"])
-def test_a_small_input_landed_on_the_driver_killed_then_rerun_leaves_each_line_once(
-        spark: Any, tmp_path: Path, hold: str) -> None:
-    """A small input is landed by the driver process itself (commit.LOCAL_LAND_BYTES): the
-    job is held still right after its landing line, or after its raw_messages commit, and
-    its process group killed; the run again holds every line once, with the checker's
-    verdict, and no stray file."""
-    from snap_spark.pipeline.commit import LOCAL_LAND_BYTES
-    from snap_spark.protocol.checker import check_lines
-    from snap_spark.protocol.replay import line_name
-    from snap_spark.protocol.validate import ReceiptClock
-    from tests.hold import HOLDING
-
-    small = tmp_path / "small.jsonl"
-    write_sample(SampleConfig(agents=4, messages=800, seed=17), str(small))
-    assert small.stat().st_size <= LOCAL_LAND_BYTES
-    lines = small.read_bytes().splitlines()
-    lake = tmp_path / "lake"
-    said = kill_when(start_job("verify_messages.py", ["--input", str(small), "--lake",
-                                                      str(lake)], hold_at=hold), HOLDING)
-    assert hold in said
-    written = {t: parquet_files(lake / t) for t in TABLES}
-    assert written["raw_messages"], "the killed run had written its files"
-    run(spark, [str(small)], str(lake))
-    for name in TABLES:
-        assert parquet_files(lake / name) == logged_files(lake / name), name
-        keys = [(r["source_file"], r["line_no"]) for r in delta_rows(lake / name)]
-        assert len(keys) == len(set(keys)) == len(lines), name
-    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
-    assert not list((lake / "_snap_runs").glob("*.json"))
-    names = [line_name(str(small), n) for n in range(1, len(lines) + 1)]
-    expected = {n: (v.error_code, v.error_detail or None) for n, v in enumerate(
-        check_lines(lines, ReceiptClock.refuse(), names=names), 1)}
-    assert {r["line_no"]: (r["error_code"], r["error_detail"])
-            for r in delta_rows(lake / "messages")} == expected
+    assert result.lines_read == LINES  # nothing was in the ledger: the file is landed again
+    assert result.raw_rows_written == 0 and result.message_rows_written == LINES
 
 
 def test_lake_clean_leaves_running_runs_and_foreign_files_alone(tmp_path: Path) -> None:
+    """``clean_leftovers`` removes the files, staging folder and marker of a run whose
+    process is gone, and leaves those of a run still writing and files no run named."""
     from snap_spark.pipeline.runs import RunMarker, clean_leftovers
 
     lake = tmp_path / "lake"

@@ -4,12 +4,18 @@ every Parquet file of a table folder that no commit of its Delta log references;
 runs again, no such file is left anywhere, nor a staging file or a run marker, and the
 tables equal those of the same runs uninterrupted.
 
-The batch job lands one archive killed right after its lines in turn (``stage 1/4``,
-``stage 2/4``, ``stage 3/4``, ``tasks: … refreshed``), each kill followed by the next run
-of the same archive; then a second archive, killed after its ``stage 4/4`` line while its
-task catch-up writes ``task_events`` and ``tasks`` (at the first new data file there,
-before its commit); then Nostr ingestion, held still (:mod:`tests.hold`) and killed once
-the stored messages it lands are written, before their commit. Issue 47: the sweeps
+The batch job lands one archive, small enough for the driver process to land it itself
+(``commit.LOCAL_LAND_BYTES``), killed right after its lines in turn (``stage 1/4``;
+held still by :mod:`tests.hold` and killed right after ``stage 2/4``: its files written,
+nothing committed, and after ``stage 3/4``: between its two commits; then ``tasks: …
+refreshed``), each kill followed by the next run of the same archive; then a second
+archive, killed after its ``stage 4/4`` line while its task catch-up writes
+``task_events`` and ``tasks`` (at the first new data file there, before its commit); then
+Nostr ingestion, held still and killed once the stored messages it lands are written,
+before their commit. After the runs again the first archive's lines are in
+``raw_messages`` and ``messages`` once each, with the verdicts of the pure-Python checker
+over that archive (the kill tests of a small input on the driver path live here; those of
+a large one in Spark tasks are in ``test_crash.py``). Issue 47: the sweeps
 looked in ``raw_messages``, ``messages`` and ``ingested_files`` only (the batch job's,
 ``lake clean``) or in the Nostr tables only (the ingestion's, which also forgets the
 markers it finds), so the catch-up's files were never named, and the ingestion's landing
@@ -31,11 +37,15 @@ import pytest
 from deltalake import DeltaTable
 
 from snap_spark.cli import main as cli_main
+from snap_spark.pipeline.commit import LOCAL_LAND_BYTES
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
+from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, write_sample
 from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from snap_spark.schemas.tables import TABLES
 from tests.hold import HOLDING
-from tests.jobs import kill_when, start_job
+from tests.jobs import kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -147,6 +157,8 @@ def tables(lake: Path) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two archives of the batch job (the first landed on the driver) and a Nostr sample
+    (events, keyring, well-known list)."""
     folder = tmp_path_factory.mktemp("leftovers-in")
     archives = [folder / "first.jsonl", folder / "second.jsonl"]
     # the first (1,200 lines: landed on the driver) only goes through the stages; the
@@ -154,6 +166,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for seed, (path, lines) in enumerate(zip(archives, (1_200, 8_000), strict=True), 31):
         write_sample(SampleConfig(agents=8, messages=lines, seed=seed), str(path),
                      tasks_path=None)
+    assert archives[0].stat().st_size <= LOCAL_LAND_BYTES < archives[1].stat().st_size
     nostr = output_paths(str(folder / "nostr"))
     write_nostr_sample(NostrSampleConfig(cards=12, messages=60, well_known=6, seed=9),
                        str(folder / "nostr"))
@@ -182,6 +195,10 @@ def land_uninterrupted(spark: Any, inputs: dict[str, Any], lake: Path) -> None:
 def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_reference(
         spark: Any, inputs: dict[str, Any], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
+    """Each kill of the module docstring, then ``lake clean --dry-run`` (names every file
+    no log references, changes nothing); after the runs again: no such file, no staging
+    file, no marker, each line of the first archive once with the checker's verdict, and
+    every table equal to that of the same runs uninterrupted."""
     lake = tmp_path / "lake"
     first, second = (str(a) for a in inputs["archives"])
     left: dict[str, dict[str, set[str]]] = {}
@@ -189,11 +206,27 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
     def batch(archive: str) -> subprocess.Popen[bytes]:
         return start_job("verify_messages.py", ["--input", archive, "--lake", str(lake)])
 
-    # the first archive, killed right after each line; each run again carries it further
-    # (after stage 3/4: its messages, then the task catch-up)
-    for text in ("stage 1/4", "stage 2/4", "stage 3/4", "tasks:"):
-        kill_when(batch(first), text)
+    # the first archive, killed right after each line (held there at stage 2/4 and 3/4);
+    # each run again carries it further (after stage 3/4: its messages, then the task
+    # catch-up)
+    for text, held in (("stage 1/4", False), ("stage 2/4", True), ("stage 3/4", True),
+                       ("tasks:", False)):
+        proc = start_job("verify_messages.py", ["--input", first, "--lake", str(lake)],
+                         hold_at=text if held else None)
+        said = kill_when(proc, HOLDING if held else text)
+        assert text in said
         left[text] = check_dry_run_names_every_stray(lake, capsys)
+        if text == "stage 2/4":  # landed on the driver: its raw_messages files, uncommitted
+            assert left[text].get("raw_messages"), left[text]
+            assert not logged_files(lake / "raw_messages")
+        if text == "stage 3/4":  # raw_messages committed (each line once), messages not;
+            # the files the run killed at stage 2/4 left were removed by this one
+            assert not logged_files(lake / "messages")
+            keys = [r["line_no"] for r in delta_rows(lake / "raw_messages",
+                                                     "select line_no from t")]
+            assert len(keys) == len(set(keys)) == len(Path(first).read_bytes().splitlines())
+            for name, files in left["stage 2/4"].items():
+                assert not files & parquet_files(lake / name), name
     # the second, killed after stage 4/4 while its task catch-up writes (the tables exist:
     # the catch-up is a merge, its files are those of a run of its own)
     kill_at_new_file(batch(second), lake, ("task_events", "tasks"), after="stage 4/4")
@@ -219,8 +252,21 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
            well_known=[paths["well_known"]])
     run(spark, [first, second], str(lake))
     assert unreferenced(lake) == {}
+    for name in ("raw_messages", "messages"):
+        assert parquet_files(lake / name) == logged_files(lake / name), name
     assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
     assert not list((lake / "_snap_runs").glob("*.json"))
+    # the first archive: each line once in both tables, with the checker's verdict
+    lines = Path(first).read_bytes().splitlines()
+    of_first = f"from t where source_file = '{first}'"
+    for name in ("raw_messages", "messages"):
+        keys = [r["line_no"] for r in delta_rows(lake / name, f"select line_no {of_first}")]
+        assert len(keys) == len(set(keys)) == len(lines), name
+    names = [line_name(first, n) for n in range(1, len(lines) + 1)]
+    expected = {n: (v.error_code, v.error_detail or None) for n, v in enumerate(
+        check_lines(lines, ReceiptClock.refuse(), names=names), 1)}
+    assert {r["line_no"]: (r["error_code"], r["error_detail"]) for r in delta_rows(
+        lake / "messages", f"select line_no, error_code, error_detail {of_first}")} == expected
 
     reference = tmp_path / "reference"
     land_uninterrupted(spark, inputs, reference)
