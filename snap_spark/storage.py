@@ -37,7 +37,7 @@ import io
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from stat import S_ISREG
+from stat import S_ISDIR, S_ISREG
 from typing import BinaryIO, Literal, cast
 from urllib.parse import unquote
 
@@ -377,12 +377,17 @@ def path_kind(location: str) -> PathKind:
         ('dir', 'missing')
     """
     if is_local(location):
+        # one look (a link followed, else the link itself): separate isdir/isfile/lexists
+        # calls could each see a different moment, and call a folder another writer is
+        # creating "other"
         path = local_path(location)
-        if os.path.isdir(path):
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):  # a broken link, a parent that is a file, no access
+            return "other" if os.path.lexists(path) else "missing"
+        if S_ISDIR(mode):
             return "dir"
-        if os.path.isfile(path):
-            return "file"
-        return "other" if os.path.lexists(path) else "missing"
+        return "file" if S_ISREG(mode) else "other"
     filesystem, path = resolve(location)
     kind = filesystem.get_file_info(path).type
     if kind == pafs.FileType.File:
