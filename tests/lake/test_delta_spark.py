@@ -128,7 +128,12 @@ def test_session_loads_the_cached_jars_and_the_backend_setting_chooses(spark: Sp
     assert spark.conf.get(TIMESTAMP_TYPE_CONF) == "TIMESTAMP_MICROS"
 
 
-def test_add_is_idempotent_per_app_transaction(spark: SparkSession, tmp_path: Path) -> None:
+def test_add_is_idempotent_per_app_transaction_and_reads_old_versions_and_history(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A replayed add (same or older version of its app id) writes nothing and its staged
+    files are deleted; another app id has its own sequence. The table the three adds that
+    wrote left is then read at an old version and whole, and its history lists each add,
+    newest first, with its marker (app id and version, write id)."""
     lake = delta_spark_lake(spark)
     path = str(tmp_path / "messages")
     assert not lake.exists(path)
@@ -153,10 +158,29 @@ def test_add_is_idempotent_per_app_transaction(spark: SparkSession, tmp_path: Pa
     assert lake.txn_version(path, "never") is None
     assert lake.txn_version(str(tmp_path / "absent"), "q") is None
 
+    # old versions and the history of the three adds that wrote
+    assert sorted(r.id for r in lake.read(spark, path, version=0).collect()) == list(range(5))
+    assert lake.read(spark, path).count() == 10
+    history = lake.history(path)
+    assert [h["version"] for h in history] == [2, 1, 0]
+    assert [h["operation"] for h in history] == ["WRITE", "WRITE", "WRITE"]
+    assert all(isinstance(h["timestamp"], int) and h["timestamp"] > 0 for h in history)
+    assert history[0]["operationParameters"]["mode"] == "Append"
+    markers = [json.loads(h["userMetadata"]) for h in history]
+    assert [(m["appId"], m["txnVersion"]) for m in markers] == [("q", 8), ("other", 0),
+                                                                ("q", 7)]
+    assert all(marker_write_id(h["userMetadata"]) for h in history)
 
-def test_partitioned_add_read_back_and_distinct_values(
+
+def test_partitioned_add_read_back_refusals_distinct_values_and_a_plain_merge(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    """Adds to a table partitioned by day, read back (by delta-rs and through the lake);
+    another partitioning, a column the table lacks and a column of another type are each
+    refused before Delta writes (the refused staged files deleted); the columns of a frame
+    may come in any order; an absent table is an error to read and has no history. Then
+    a MERGE replaces the rows of two keys, one on each day: the table stays plain Delta
+    with UTC microsecond timestamps, to the last microsecond, read back either way."""
     lake = delta_spark_lake(spark)
     path = str(tmp_path / "raw")
     assert lake.distinct_values(spark, path, "sender") == set()  # no table yet
@@ -168,6 +192,16 @@ def test_partitioned_add_read_back_and_distinct_values(
     with pytest.raises(LakeSchemaError, match="partitioned by"):
         add(spark, lake, path, df, app_id="raw", version=2, partition_by=["sender"])
     assert DeltaTable(path).version() == 1
+    # so are a column the table lacks and a column of another type, their files deleted
+    left = parquet_names(tmp_path / "_staging")
+    wider = messages(spark, range(12, 14)).withColumn("extra", F.lit(1))
+    with pytest.raises(LakeSchemaError, match=r"columns not in the table \['extra'\]"):
+        add(spark, lake, path, wider, app_id="raw", version=2, partition_by=["day"])
+    retyped = messages(spark, range(12, 14)).withColumn("id", F.col("id").cast("string"))
+    with pytest.raises(LakeSchemaError, match="'id' is string"):
+        add(spark, lake, path, retyped, app_id="raw", version=2, partition_by=["day"])
+    assert DeltaTable(path).version() == 1
+    assert parquet_names(tmp_path / "_staging") == left
 
     table = DeltaTable(path)
     assert table.metadata().partition_columns == ["day"]
@@ -184,20 +218,82 @@ def test_partitioned_add_read_back_and_distinct_values(
     assert lake.distinct_values(spark, path, "day") == {DAY1, DAY2}  # a partition column
     assert lake.distinct_values(spark, path, "sender") == {None, "agent-0", "agent-1",
                                                            "agent-2"}
+    # column order does not matter
+    shuffled = messages(spark, range(12, 14)).select("tags", "id", "day", "received_at",
+                                                     "sender")
+    assert add(spark, lake, path, shuffled, app_id="raw", version=2, partition_by=["day"])
+    assert ids_of(path) == list(range(14))
+    for call in (lambda: lake.read(spark, str(tmp_path / "absent")),
+                 lambda: lake.history(str(tmp_path / "absent"))):
+        with pytest.raises(LakeError, match="no Delta table"):
+            call()
+
+    # the rows of ids 1 and 2 (one on each day) replaced by one MERGE, with timestamps at
+    # the edge of a microsecond: it rewrites files, and the table stays plain Delta
+    moment = dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
+    later = spark.createDataFrame([(1, "agent-1", moment - dt.timedelta(microseconds=1), DAY1,
+                                    ["t1"]), (2, "agent-2", moment, DAY2, ["t2"])], SCHEMA)
+    assert add(spark, lake, path, later, app_id="raw", version=3, partition_by=["day"],
+               keys=later.select("id"))
+    assert_plain_delta_with_utc_microsecond_timestamps(Path(path), "received_at")
+    got = {r["id"]: r["received_at"]
+           for r in delta_rows(path, "select id, received_at from t where id < 3")}
+    assert got == {0: dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC),
+                   1: moment - dt.timedelta(microseconds=1), 2: moment}
+    back = lake.read(spark, path).where("id = 2").select(F.unix_micros("received_at").alias("us"))
+    assert back.first()["us"] == (moment - EPOCH) // dt.timedelta(microseconds=1)  # type: ignore[index]
+    assert ids_of(path) == list(range(14))
 
 
-def test_commit_of_keys_merges_and_skips_a_replayed_transaction(
+def assert_plain_delta_with_utc_microsecond_timestamps(path: Path, column: str) -> None:
+    """The table at ``path``, after a MERGE, is plain Delta: protocol 1/2, no table
+    features, no deletion vectors (neither enabled nor in any action), statistics in every
+    add, and a remove (the merge did rewrite); ``column`` is written as microsecond UTC
+    timestamps in every data file."""
+    facts = table_facts(path)
+    assert facts["protocol"] == (1, 2)
+    assert facts["features"] == (None, None)
+    assert "delta.enableDeletionVectors" not in facts["configuration"]
+    actions = [
+        json.loads(line)
+        for commit in sorted((path / "_delta_log").glob("*.json"))
+        for line in commit.read_text().splitlines()
+    ]
+    assert not any("deletionVector" in json.dumps(a) for a in actions)
+    assert all(a["add"]["stats"] for a in actions if "add" in a)
+    assert any("remove" in a for a in actions)  # the merge did rewrite
+
+    for data_file in DeltaTable(str(path)).file_uris():
+        assert pq.read_schema(data_file).field(column).type == pa.timestamp("us", tz="UTC")
+        schema = pq.ParquetFile(data_file).schema
+        (leaf,) = [schema.column(i) for i in range(len(schema)) if schema.column(i).path == column]
+        logical = json.loads(leaf.logical_type.to_json())
+        assert (logical["Type"], logical["isAdjustedToUTC"], logical["timeUnit"]) == (
+            "Timestamp", True, "microseconds")
+
+
+def test_commit_of_keys_merges_skips_a_replayed_transaction_and_equals_delta_rs(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """Replacing the rows of keys by staged files is one Delta MERGE: the rows of the keys replaced,
-    the others kept; a replayed transaction is skipped."""
+    the others kept; a replayed transaction is skipped. Each replacement is also committed,
+    in place, by the delta-rs backend to a table of its own, which returns what delta-spark
+    returns and ends equal to delta-spark's: rows, schema, partitioning, protocol, features,
+    configuration and app transaction (the task tables of the batch job are folded so)."""
     lake = delta_spark_lake(spark)
     path = str(tmp_path / "tasks")
+    twin = tmp_path / "delta-rs" / "tasks"
+    rs_lake = DeltaRsLake()
 
     def replace(rows: list[tuple[str, str, int, int]], keys: list[str], version: int) -> bool:
-        return add(spark, lake, path, tasks(spark, rows), app_id="fold", version=version,
-                   keys=spark.createDataFrame([(k,) for k in keys], "task_id string"),
-                   commit_info={"job": "test"})
+        frame = tasks(spark, rows)
+        keyed = spark.createDataFrame([(k,) for k in keys], "task_id string")
+        on_rs = add_rows(spark, rs_lake, twin, frame, app_id="fold", version=version,
+                         keys=keyed, commit_info={"job": "test"})
+        on_ds = add(spark, lake, path, frame, app_id="fold", version=version, keys=keyed,
+                    commit_info={"job": "test"})
+        assert on_rs == on_ds, (rows, keys, version)
+        return on_ds
 
     # the table is created by the first one
     assert replace([("t1", "submitted", 0, 0), ("t2", "working", 0, 1)], ["t1", "t2"], 0)
@@ -235,24 +331,12 @@ def test_commit_of_keys_merges_and_skips_a_replayed_transaction(
     assert DeltaTable(path).version() == 3
     assert parquet_names(tmp_path / "_staging") == left  # the refused files were deleted
 
-
-def test_read_old_version_and_history(spark: SparkSession, tmp_path: Path) -> None:
-    lake = delta_spark_lake(spark)
-    path = str(tmp_path / "messages")
-    assert add(spark, lake, path, messages(spark, range(3)), app_id="q", version=0)
-    assert add(spark, lake, path, messages(spark, range(3, 6)), app_id="q", version=1)
-
-    assert sorted(r.id for r in lake.read(spark, path, version=0).collect()) == [0, 1, 2]
-    assert lake.read(spark, path).count() == 6
-
-    history = lake.history(path)
-    assert [h["version"] for h in history] == [1, 0]
-    assert [h["operation"] for h in history] == ["WRITE", "WRITE"]
-    assert all(isinstance(h["timestamp"], int) and h["timestamp"] > 0 for h in history)
-    assert history[0]["operationParameters"]["mode"] == "Append"
-    markers = [json.loads(h["userMetadata"]) for h in history]
-    assert [(m["appId"], m["txnVersion"]) for m in markers] == [("q", 1), ("q", 0)]
-    assert all(marker_write_id(h["userMetadata"]) for h in history)
+    # delta-rs, committing the same replacements in place, wrote an equal table
+    sql = "select * from t order by task_id"
+    assert delta_rows(twin, sql) == delta_rows(path, sql)
+    assert table_facts(path) == table_facts(twin)
+    assert DeltaTable(str(twin)).transaction_version("fold") == DeltaTable(
+        path).transaction_version("fold") == 3
 
 
 @pytest.mark.parametrize("deletion_vectors", [False, True])
@@ -335,80 +419,15 @@ def test_empty_commit_records_only_the_transaction(spark: SparkSession,
     assert DeltaTable(path).version() == 1
 
 
-def test_tables_stay_plain_delta_with_utc_microsecond_timestamps(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    lake = delta_spark_lake(spark)
-    path = tmp_path / "events"
-    moment = dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
-    df = spark.createDataFrame([(1, moment, DAY1)], "id long, at timestamp, day date")
-    assert add(spark, lake, path, df, app_id="q", version=0, partition_by=["day"])
-    later = spark.createDataFrame([(1, moment + dt.timedelta(microseconds=-1), DAY1),
-                                   (2, moment, DAY2)], "id long, at timestamp, day date")
-    # the rows of ids 1 and 2 replaced by one MERGE: it rewrites a file, and no deletion
-    # vector may appear
-    assert add(spark, lake, path, later, app_id="q", version=1, partition_by=["day"],
-               keys=later.select("id"))
-
-    facts = table_facts(path)
-    assert facts["protocol"] == (1, 2)
-    assert facts["features"] == (None, None)
-    assert "delta.enableDeletionVectors" not in facts["configuration"]
-    actions = [
-        json.loads(line)
-        for commit in sorted((path / "_delta_log").glob("*.json"))
-        for line in commit.read_text().splitlines()
-    ]
-    assert not any("deletionVector" in json.dumps(a) for a in actions)
-    assert all(a["add"]["stats"] for a in actions if "add" in a)
-    assert any("remove" in a for a in actions)  # the merge did rewrite
-
-    for data_file in DeltaTable(str(path)).file_uris():
-        assert pq.read_schema(data_file).field("at").type == pa.timestamp("us", tz="UTC")
-        logical = json.loads(pq.ParquetFile(data_file).schema.column(1).logical_type.to_json())
-        assert (logical["Type"], logical["isAdjustedToUTC"], logical["timeUnit"]) == (
-            "Timestamp", True, "microseconds")
-    got = {r["id"]: r["at"] for r in delta_rows(path)}
-    assert got == {1: moment - dt.timedelta(microseconds=1), 2: moment}
-    back = lake.read(spark, str(path)).where("id = 2").select(F.unix_micros("at").alias("us"))
-    assert back.first()["us"] == (moment - EPOCH) // dt.timedelta(microseconds=1)  # type: ignore[index]
-
-
-def test_refusals_leave_the_table_as_it_was(spark: SparkSession, tmp_path: Path) -> None:
-    lake = delta_spark_lake(spark)
-    path = str(tmp_path / "messages")
-    assert add(spark, lake, path, messages(spark, range(2)), app_id="q", version=0)
-    left = parquet_names(tmp_path / "_staging")
-    wider = messages(spark, range(2, 4)).withColumn("extra", F.lit(1))
-    with pytest.raises(LakeSchemaError, match=r"columns not in the table \['extra'\]"):
-        add(spark, lake, path, wider, app_id="q", version=1)
-    retyped = messages(spark, range(2, 4)).withColumn("id", F.col("id").cast("string"))
-    with pytest.raises(LakeSchemaError, match="'id' is string"):
-        add(spark, lake, path, retyped, app_id="q", version=1)
-    assert DeltaTable(path).version() == 0
-    assert parquet_names(tmp_path / "_staging") == left  # the refused files were deleted
-    # column order does not matter
-    shuffled = messages(spark, range(2, 4)).select("tags", "id", "day", "received_at", "sender")
-    assert add(spark, lake, path, shuffled, app_id="q", version=1)
-    assert ids_of(path) == [0, 1, 2, 3]
-    for call in (lambda: lake.read(spark, str(tmp_path / "absent")),
-                 lambda: lake.history(str(tmp_path / "absent"))):
-        with pytest.raises(LakeError, match="no Delta table"):
-            call()
-
-
 def lake_scenario(spark: SparkSession, lake: Lake, root: Path, staging: bool) -> list[bool]:
-    """The same adds and key replacements, run against one backend (from ``staging`` or
-    in place); returns what each commit returned."""
-    raw, tasks_path = root / "raw", root / "tasks"
+    """The same adds to a partitioned table, a replay and an empty commit among them, run
+    against one backend (from ``staging`` or in place); returns what each commit returned.
+    (Key replacements on both backends: test_commit_of_keys_merges_skips_a_replayed_\
+    transaction_and_equals_delta_rs.)"""
+    raw = root / "raw"
 
     def commit(path: Path, df: DataFrame, **txn: Any) -> bool:
         return add_rows(spark, lake, path, df, root=staged(path) if staging else None, **txn)
-
-    def fold(rows: list[tuple[str, str, int, int]], keys: list[str], **txn: Any) -> bool:
-        return commit(tasks_path, tasks(spark, rows),
-                      keys=spark.createDataFrame([(k,) for k in keys], "task_id string"),
-                      app_id="fold", **txn)
 
     return [
         commit(raw, messages(spark, range(8), day=None), app_id="ingest", version=0,
@@ -418,14 +437,13 @@ def lake_scenario(spark: SparkSession, lake: Lake, root: Path, staging: bool) ->
         commit(raw, messages(spark, range(8, 12)), app_id="ingest", version=1,
                partition_by=["day"]),
         commit(raw, messages(spark, range(0)), app_id="empty", version=3, partition_by=["day"]),
-        fold([("t1", "submitted", 0, 0), ("t2", "working", 1, 1)], ["t1", "t2"], version=0),
-        fold([("t2", "completed", 2, 2), ("t3", "submitted", 2, 0)], ["t2", "t3"], version=1),
-        fold([("t1", "failed", 3, 9)], ["t1"], version=1),  # a replay: nothing
-        fold([("t1", "working", 4, 1)], ["t1"], version=2),
     ]
 
 
 def test_both_backends_write_equal_tables(spark: SparkSession, tmp_path: Path) -> None:
+    """:func:`lake_scenario` on delta-rs (in place) and on delta-spark (staged): the same
+    results, and tables equal in rows, schema, partitioning, protocol, features,
+    configuration and app transactions."""
     lake = delta_spark_lake(spark)
     runs: dict[str, tuple[list[bool], Path]] = {}
     backends: dict[str, Callable[[], Lake]] = {"delta-rs": DeltaRsLake, "delta-spark": lambda: lake}
@@ -433,13 +451,12 @@ def test_both_backends_write_equal_tables(spark: SparkSession, tmp_path: Path) -
         runs[name] = (lake_scenario(spark, make(), tmp_path / name, name == "delta-spark"),
                       tmp_path / name)
     (rs_results, rs_root), (ds_results, ds_root) = runs["delta-rs"], runs["delta-spark"]
-    assert rs_results == ds_results == [True, False, True, True, True, True, False, True]
-    for table, order in (("raw", "id"), ("tasks", "task_id")):
-        sql = f"select * from t order by {order}"
-        rs_rows: list[dict[str, Any]] = delta_rows(rs_root / table, sql)
-        assert rs_rows and delta_rows(ds_root / table, sql) == rs_rows
-        assert table_facts(ds_root / table) == table_facts(rs_root / table)
-    for table, app_id in (("raw", "ingest"), ("raw", "empty"), ("tasks", "fold")):
-        versions = {DeltaTable(str(root / table)).transaction_version(app_id)
+    assert rs_results == ds_results == [True, False, True, True]
+    sql = "select * from t order by id"
+    rs_rows: list[dict[str, Any]] = delta_rows(rs_root / "raw", sql)
+    assert rs_rows and delta_rows(ds_root / "raw", sql) == rs_rows
+    assert table_facts(ds_root / "raw") == table_facts(rs_root / "raw")
+    for app_id in ("ingest", "empty"):
+        versions = {DeltaTable(str(root / "raw")).transaction_version(app_id)
                     for root in (rs_root, ds_root)}
         assert len(versions) == 1 and None not in versions

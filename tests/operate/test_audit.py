@@ -274,47 +274,53 @@ def _corrupt(lake: Path, how_many: int) -> dict[tuple[str, int], int | None]:
 
 def test_reverification_lists_corrupted_and_rule_changed_verdicts(
         spark: Any, full_lake: FullLake, tmp_path: Path) -> None:
+    """A copy of the lake with the stored verdicts of four lines flipped (valid <-> 2001, as
+    silent corruption would) is audited with every archived line checked again under a
+    rule that changed: a 5 s drift window instead of the 60 s the lake was landed with.
+    The differences listed are exactly the lines whose stored verdict differs from the one
+    the pure-Python checker gives, with that window, over the archived lines in the lake's
+    own order: the four flipped, and lines the narrower window decides otherwise; the
+    audit raises an alert. A seeded sample of the same lake, with the recorded window,
+    sees a subset of the flipped four (the same sample for the same seed, whichever way
+    the tables are read: test_small_tables_read_on_the_driver_give_what_spark_s_reads_give;
+    the recorded window finding nothing on a lake as landed: the clean re-verification of
+    test_table_versions_thresholds_and_clean_reverification)."""
     lake = tmp_path / "lake"
     shutil.copytree(full_lake.lake, lake)
     flipped = _corrupt(lake, 4)
-    result = audit(spark, str(lake), str(tmp_path / "all"), reverify_all=True).summary
+    result = audit(spark, str(lake), str(tmp_path / "all"), reverify_all=True,
+                   max_drift=5).summary
+    assert result["reverify"]["settings"]["max_drift"] == 5
+
+    raw = sorted(rows(lake, "raw_messages"), key=lambda r: (r["source_file"], r["line_no"]))
+    lines = [r["raw_bytes"] if r["raw_bytes"] is not None else r["raw_text"].encode()
+             for r in raw]
+    stored = {(m["source_file"], m["line_no"]): m["error_code"] for m in rows(lake, "messages")}
+    today = {(r["source_file"], r["line_no"]): v.error_code for r, v in zip(
+        raw, check_lines(lines, ReceiptClock.refuse(), max_drift=5), strict=True)}
+    expected = {key: code for key, code in today.items() if code != stored[key]}
+    changed = {key for key in expected if key not in flipped}
+    assert changed  # the narrower window decides some lines otherwise
+    assert set(flipped) <= set(expected)
+    assert result["reverify"]["checked"] == len(raw)
+    assert result["reverify"]["difference_count"] == len(expected)
     found = {(d["source_file"], d["line_no"]): d for d in result["reverify"]["differences"]}
-    assert set(found) == set(flipped)
-    for key, code in flipped.items():
-        assert found[key]["code"] == code
-        assert found[key]["stored_code"] == (2001 if code is None else None)
+    assert {key: d["code"] for key, d in found.items()} == expected
+    assert all(found[key]["stored_code"] == stored[key] for key in expected)
+    for key, code in flipped.items():  # the stored verdict is the flipped one
+        assert stored[key] == (2001 if code is None else None) != today[key]
     assert result["alert"] and {t["name"] for t in result["thresholds"] if t["crossed"]} >= {
         "reverify_differences"}
 
-    # a sample sees a subset of them, the same one for the same seed
-    def tables(at: Path) -> tuple[Any, Any]:
-        from snap_spark.lake import get_lake
+    # a sample sees a subset of the flipped
+    from snap_spark.lake import get_lake
 
-        read = get_lake(spark).read
-        return read(spark, str(at / "raw_messages")), read(spark, str(at / "messages"))
-
-    sampled = [reverify(*tables(lake), VerifySettings(), fraction=0.4, seed=11)
-               for _ in range(2)]
-    assert sampled[0] == sampled[1]
-    total = result["reverify"]["checked"]
-    assert 0.25 * total < sampled[0].checked < 0.55 * total
-    assert {(d["source_file"], d["line_no"]) for d in sampled[0].differences} <= set(flipped)
-
-    # a rule that changed: a 5 s drift window instead of 60 s, decided independently by the
-    # pure-Python checker over the archived lines in the lake's own order
-    raw = sorted(rows(full_lake.lake, "raw_messages"),
-                 key=lambda r: (r["source_file"], r["line_no"]))
-    lines = [r["raw_bytes"] if r["raw_bytes"] is not None else r["raw_text"].encode()
-             for r in raw]
-    before = check_lines(lines, ReceiptClock.refuse())
-    after = check_lines(lines, ReceiptClock.refuse(), max_drift=5)
-    changed = {(r["source_file"], r["line_no"]): b.error_code
-               for r, a, b in zip(raw, before, after, strict=True)
-               if a.error_code != b.error_code}
-    assert changed
-    drift = reverify(*tables(full_lake.lake), VerifySettings(max_drift=5), fraction=None)
-    assert drift.checked == len(raw)
-    assert {(d["source_file"], d["line_no"]): d["code"] for d in drift.differences} == changed
+    read = get_lake(spark).read
+    sampled = reverify(read(spark, str(lake / "raw_messages")),
+                       read(spark, str(lake / "messages")), VerifySettings(),
+                       fraction=0.4, seed=11)
+    assert 0.25 * len(raw) < sampled.checked < 0.55 * len(raw)
+    assert {(d["source_file"], d["line_no"]) for d in sampled.differences} <= set(flipped)
 
 
 def test_absent_tables_are_named_and_the_window_cuts(spark: Any, full_lake: FullLake,
@@ -347,15 +353,13 @@ def test_absent_tables_are_named_and_the_window_cuts(spark: Any, full_lake: Full
     assert (tmp_path / "out2" / "report.html").exists()
 
 
-def test_exit_status_and_usage_errors(spark: Any, full_lake: FullLake, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2_and_write_nothing(full_lake: FullLake, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad dates, thresholds files, options and lakes: exit 2 with a message naming the
+    problem, no report folder written. (Exit 0, lenient thresholds none of which is
+    crossed: test_small_tables_read_on_the_driver_give_what_spark_s_reads_give; exit 3:
+    test_the_job_under_spark_submit.)"""
     lake = str(full_lake.lake)
-    lenient = tmp_path / "lenient.toml"
-    lenient.write_text("[max]\nforged_signature_rate = 0.5\nimpersonation_attempts = 100\n"
-                       "illegal_transitions = 100\nreplay_rate = 0.5\n")
-    assert main(["--lake", lake, "--out", str(tmp_path / "clean"), "--thresholds",
-                 str(lenient)]) == 0
-    assert "clean: no threshold crossed" in capsys.readouterr().out
     bad_toml = tmp_path / "bad.toml"
     bad_toml.write_text("[max]\nnope = 1\n")
     negative = tmp_path / "neg.toml"
@@ -426,23 +430,37 @@ def ink(image: Any) -> tuple[float, float]:
 
 
 BOX = 1300  # px: each section's box in the stacked page below
+WHOLE = 3000  # px: the height of the report's own page below them
 
 
-def section_inks(chromium: str, report: Path, work: Path) -> dict[str, tuple[float, float]]:
-    """The report rendered by Chromium with every section in a box of its own height
-    (:data:`BOX`, overflow hidden, stacked without gaps, one added style rule), in one
-    screenshot; the ink of each section's crop."""
+def rendered(chromium: str, report: Path, work: Path, extra: dict[str, str] | None = None
+             ) -> tuple[Any, dict[str, tuple[float, float]]]:
+    """One Chromium screenshot, 1100 px wide, of a page holding the report with every
+    section in a box of its own height (:data:`BOX`, overflow hidden, stacked without gaps,
+    one added style rule), then ``extra`` (a name and a section's HTML each) stacked in
+    boxes after them, and below those the report itself, unmodified, in a frame
+    :data:`WHOLE` px high. Returns the frame's crop (the report as Chromium shows it) and
+    the ink of each box's crop, by section id (``extra``: by its name)."""
     html = report.read_text()
-    stacked = work / "stacked.html"
+    found = re.findall(r'<section id="([a-z]+)">', html)
+    assert found == list(SECTIONS), found
+    extra = extra or {}
+    names = [*found, *extra]
     style = ("<style>h1, .meta { display: none } main { padding: 0; margin: 0 } "
              f"section {{ height: {BOX}px; margin: 0; box-sizing: border-box; "
              "overflow: hidden }</style>")
-    stacked.write_text(html.replace("</head>", style + "</head>"))
-    shot = screenshot(chromium, stacked, work / "stacked.png", height=BOX * len(SECTIONS))
-    found = re.findall(r'<section id="([a-z]+)">', html)
-    assert found == list(SECTIONS), found
-    return {name: ink(shot.crop((0, i * BOX, shot.width, (i + 1) * BOX)))
-            for i, name in enumerate(found)}
+    frame = (f'<iframe src="{report.as_uri()}" style="position: absolute; left: 0; '
+             f'top: {BOX * len(names)}px; width: 1100px; height: {WHOLE}px; border: 0">'
+             "</iframe>")
+    stacked = work / "stacked.html"
+    stacked.write_text(html.replace("</head>", style + "</head>")
+                       .replace("</main>", "".join(extra.values()) + "</main>")
+                       .replace("</body>", frame + "</body>"))
+    shot = screenshot(chromium, stacked, work / "stacked.png",
+                      height=BOX * len(names) + WHOLE)
+    whole = shot.crop((0, BOX * len(names), shot.width, BOX * len(names) + WHOLE))
+    return whole, {name: ink(shot.crop((0, i * BOX, shot.width, (i + 1) * BOX)))
+                   for i, name in enumerate(names)}
 
 
 def assert_readable(inks: dict[str, tuple[float, float]]) -> None:
@@ -455,23 +473,28 @@ def assert_readable(inks: dict[str, tuple[float, float]]) -> None:
 @pytest.mark.slow
 def test_report_renders_in_chromium_with_every_section_and_chart(
         audited: tuple[dict[str, Any], Path], tmp_path: Path, chromium: str) -> None:
+    """The report, self-contained, renders whole in Chromium (in a frame of the one page
+    screenshot: :func:`rendered`), text and charts showing; stacked a section to a box,
+    every section shows text and every charted one its chart. The check fails when a
+    chart goes missing: the tasks section without its chart, rendered in the same page
+    after the report's own sections, does not pass it."""
     _, out = audited
     report = out / "report.html"
     html = report.read_text()
     assert "<link" not in html and "<script" not in html and 'src="http' not in html
     assert html.count('src="data:image/png;base64,') == 6
-    whole = screenshot(chromium, report, tmp_path / "whole.png", height=3000)
-    assert whole.size == (1100, 3000)
-    inks = section_inks(chromium, report, tmp_path)
-    assert_readable(inks)
-    # the check fails when a chart goes missing or a section is empty
     start = html.index('<section id="tasks">')
     img = html.index("<img", start)
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "report.html").write_text(html[:img] + html[html.index(">", img) + 1:])
+    end = html.index("</section>", start) + len("</section>")
+    chartless = html[start:img] + html[html.index(">", img) + 1:end]
+    whole, inks = rendered(chromium, report, tmp_path, {"tasks without its chart": chartless})
+    assert whole.size == (1100, WHOLE)
+    dark, colour = ink(whole)  # the report as it is: its text and its charts show
+    assert dark > 0.002 and colour > 0.01, (dark, colour)
+    broken = inks.pop("tasks without its chart")
+    assert_readable(inks)
     with pytest.raises(AssertionError, match="section tasks shows no chart"):
-        assert_readable(section_inks(chromium, broken / "report.html", broken))
+        assert_readable({"tasks": broken})
 
 
 @pytest.mark.slow
@@ -545,19 +568,32 @@ def test_charts_have_readable_labels_and_legends_beside_the_data(
 
 
 def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
-        spark: Any, full_lake: FullLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+        spark: Any, full_lake: FullLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A small table is read on the driver and handed to Spark as Arrow (LOCAL_AUDIT_ROWS)
     instead of read and cached by Spark: the whole summary, figures, table facts and the
-    re-verification of a seeded sample, is the same both ways."""
+    re-verification of a seeded sample, is the same both ways. The run that reads on the
+    driver is the job's entry point (``main``) with lenient thresholds, none of which the
+    lake crosses: it exits 0 and says it is clean."""
     from snap_spark.audit import job
 
+    lake = str(full_lake.lake)
+    lenient = tmp_path / "lenient.toml"
+    lenient.write_text("[max]\nforged_signature_rate = 0.5\nimpersonation_attempts = 100\n"
+                       "illegal_transitions = 100\nreplay_rate = 0.5\n")
+    on_driver, by_spark = tmp_path / "on-driver", tmp_path / "by-spark"
+    assert job.LOCAL_AUDIT_ROWS > 0
+    assert main(["--lake", lake, "--out", str(on_driver), "--thresholds", str(lenient),
+                 "--reverify-sample", "0.3", "--seed", "11"]) == 0
+    assert "clean: no threshold crossed" in capsys.readouterr().out
+    monkeypatch.setattr(job, "LOCAL_AUDIT_ROWS", -1)
+    audit(spark, lake, str(by_spark), thresholds=job.load_thresholds(str(lenient)),
+          reverify_fraction=0.3, seed=11)
     summaries = []
-    for limit in (job.LOCAL_AUDIT_ROWS, -1):
-        monkeypatch.setattr(job, "LOCAL_AUDIT_ROWS", limit)
-        summary = audit(spark, str(full_lake.lake), str(tmp_path / f"out{limit}"),
-                        reverify_fraction=0.3, seed=11).summary
+    for out in (on_driver, by_spark):
+        summary = json.loads((out / "summary.json").read_text())
         summary.pop("generated_at")
-        summaries.append(json.dumps(summary, sort_keys=True, default=repr))
+        summaries.append(summary)
     assert summaries[0] == summaries[1]
-    assert json.loads(summaries[0])["reverify"]["checked"] > 100
+    assert summaries[0]["reverify"]["checked"] > 100
+    assert summaries[0]["alert"] is False and summaries[0]["exit_status"] == 0

@@ -5,7 +5,15 @@ happened and what to do; what the lake held stays; once the fault is mended, the
 again completes, and the tables hold every line exactly once, with the verdicts the
 pure-Python checker gives all lines (which knows nothing of Spark or of the faults).
 
-Real processes, real Delta tables, real faults (how each is made: :mod:`tests.operate.faults`).
+The three faults that leave the lake as it was (nothing written; the deleted folder put
+back from a backup) meet one lake one after another, each checked to have left every file
+of it byte for byte as it was, and the run again after the last of them completes: it runs
+on the very lake the three faults and their mending left. The full disk leaves files of a
+run cut short in the lake: it has a lake of its own and a run again of its own.
+
+Real processes, real Delta tables, real faults (how each is made: :mod:`tests.operate.faults`);
+the lake holding the first file that every fault meets is landed beforehand by the batch
+job's own ``run`` in the test session.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from snap_spark.pipeline.job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -43,10 +52,11 @@ JOB = "verify_messages"
 
 
 class Inputs:
-    """Two files of one sample (replays across them included), a lake holding the first,
-    and what the checker says of every line of both."""
+    """Two files of one sample (replays across them included), a lake holding the first
+    (landed by :func:`snap_spark.pipeline.job.run` on the test session, as the job's own
+    process lands it), and what the checker says of every line of both."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, spark: Any, root: Path) -> None:
         lines = [line for line, _ in generate(SampleConfig(agents=5, messages=3_000, seed=23,
                                                            attack_share=0.3))]
         half = len(lines) // 2
@@ -60,7 +70,8 @@ class Inputs:
                           for key, verdict in zip(where, check_lines(
                               lines, ReceiptClock.refuse(), names=names), strict=True)}
         self.lake = root / "lake-of-first"
-        finished(run_job(f"{JOB}.py", ["--input", str(self.first), "--lake", str(self.lake)]))
+        landed = run(spark, [str(self.first)], str(self.lake))
+        assert (landed.lines_read, landed.valid + landed.rejected) == (half, half)
 
     def lake_copy(self, folder: Path) -> Path:
         """A lake of its own for a test, holding the first file."""
@@ -73,8 +84,15 @@ class Inputs:
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
-    return Inputs(tmp_path_factory.mktemp("faults"))
+def inputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Inputs:
+    """The sample's two files, the lake holding the first, the checker's verdicts."""
+    return Inputs(spark, tmp_path_factory.mktemp("faults"))
+
+
+def files_of(lake: Path) -> dict[Path, bytes | None]:
+    """Every folder (``None``) and file (its bytes) under ``lake``, by relative path."""
+    return {p.relative_to(lake): None if p.is_dir() else p.read_bytes()
+            for p in lake.rglob("*")}
 
 
 def landed(lake: Path) -> dict[tuple[str, int], Any]:
@@ -100,18 +118,18 @@ def check_first_kept(inputs: Inputs, lake: Path) -> None:
     assert {k: held.get(k) for k in first} == first
 
 
-@pytest.mark.parametrize("how", ["read-only mount", "no write permission"])
-def test_a_lake_that_cannot_be_written_is_one_line(inputs: Inputs, tmp_path: Path,
-                                                   how: str) -> None:
-    """``read-only mount``: the lake is a read-only bind mount in the job's own mount
+def cannot_write(inputs: Inputs, lake: Path, how: str) -> None:
+    """The run into ``lake`` made unwritable ``how``: exit 4, one line naming the lake and
+    the error, and nothing written (every file as it was, byte for byte).
+
+    ``read-only mount``: the lake is a read-only bind mount in the job's own mount
     namespace (EROFS, what a disk remounted read-only gives). Where this process cannot
     make one (no CAP_SYS_ADMIN and no user namespaces), the lake is made read-only with
     ``chmod`` instead, as for ``no write permission``, so the case is still run.
     ``no write permission``: every folder and file of the lake ``chmod a-w`` (EACCES); as
     root, which permissions do not bind, the job runs without the capabilities that pass
-    over them (``setpriv``)."""
-    lake = inputs.lake_copy(tmp_path)
-    before = sorted(p.relative_to(lake) for p in lake.rglob("*"))
+    over them (``setpriv``). Either way the write permission is given back afterwards."""
+    before = files_of(lake)
     prefix = read_only_mount(lake) if how == "read-only mount" else None
     said = "read-only file system"
     if prefix is None:
@@ -120,11 +138,54 @@ def test_a_lake_that_cannot_be_written_is_one_line(inputs: Inputs, tmp_path: Pat
         done = run_job(f"{JOB}.py", inputs.second_run(lake), prefix=prefix)
     finally:
         give_write_permission(lake)
-    assert done.returncode == EXIT_STORAGE, done.stderr[-3000:]
+    assert done.returncode == EXIT_STORAGE, (how, done.stderr[-3000:])
     line = one_error_line(done, JOB)
-    assert line.startswith(f"{JOB}: the lake cannot be written: {lake}/"), line
-    assert f": {said};" in line and "run the job again" in line, line
-    assert sorted(p.relative_to(lake) for p in lake.rglob("*")) == before  # nothing written
+    assert line.startswith(f"{JOB}: the lake cannot be written: {lake}/"), (how, line)
+    assert f": {said};" in line and "run the job again" in line, (how, line)
+    assert files_of(lake) == before, how  # nothing written
+
+
+def deleted_while_running(inputs: Inputs, lake: Path, work: Path) -> None:
+    """The job is held right after it landed its lines (``stage 2/4``, nothing committed
+    yet), the lake folder is deleted, and the job goes on: it says the lake went away and
+    exits 4. The lake is put back from a copy taken before (an operator's backup), and
+    what it held before the fault is all there."""
+    backup = work / "backup"
+    shutil.copytree(lake, backup)
+    release = work / "release"
+    proc = start_paused(f"{JOB}.py", inputs.second_run(lake), "stage 2/4", release)
+    try:
+        wait_paused(proc)
+        shutil.rmtree(lake)
+        release.touch()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        kill_group(proc)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert done.returncode == EXIT_STORAGE, err[-3000:]
+    line = one_error_line(done, JOB)
+    assert line.startswith(f"{JOB}: the lake folder {lake} went away while the job ran"), line
+    assert "put the lake back" in line and "run the job again" in line, line
+    shutil.rmtree(lake, ignore_errors=True)  # what the run wrote there after the deletion
+    shutil.copytree(backup, lake)
+    check_first_kept(inputs, lake)
+
+
+def test_a_lake_that_cannot_be_written_or_goes_away_is_one_line_and_the_run_again_completes(
+        inputs: Inputs, tmp_path: Path) -> None:
+    """One lake holding the first file meets, one after another, a read-only mount, no
+    write permission (:func:`cannot_write`: nothing written) and its folder deleted while
+    the job runs (:func:`deleted_while_running`: put back from a backup); after each,
+    every file of the lake is as it was before the first fault, byte for byte, so each
+    fault meets the lake it would have met alone. Once the last is mended, the same run
+    again completes on that lake: every line of both files once, the checker's verdicts."""
+    lake = inputs.lake_copy(tmp_path)
+    first = files_of(lake)
+    for how in ("read-only mount", "no write permission"):
+        cannot_write(inputs, lake, how)
+        assert files_of(lake) == first, how
+    deleted_while_running(inputs, lake, tmp_path)
+    assert files_of(lake) == first
     check_complete(inputs, lake)
 
 
@@ -145,34 +206,5 @@ def test_a_full_disk_is_one_line_and_the_run_again_completes(inputs: Inputs,
     assert done.returncode == EXIT_STORAGE, done.stderr[-3000:]
     line = one_error_line(done, JOB)
     assert "file size limit reached" in line and "run the job again" in line, line
-    check_first_kept(inputs, lake)
-    check_complete(inputs, lake)
-
-
-def test_a_lake_folder_deleted_while_the_job_runs_is_one_line(inputs: Inputs,
-                                                              tmp_path: Path) -> None:
-    """The job is held right after it landed its lines (``stage 2/4``, nothing committed
-    yet), the lake folder is deleted, and the job goes on: it says the lake went away and
-    exits 4. The lake is put back from a copy taken before (an operator's backup); the run
-    again completes."""
-    lake = inputs.lake_copy(tmp_path)
-    backup = tmp_path / "backup"
-    shutil.copytree(lake, backup)
-    release = tmp_path / "release"
-    proc = start_paused(f"{JOB}.py", inputs.second_run(lake), "stage 2/4", release)
-    try:
-        wait_paused(proc)
-        shutil.rmtree(lake)
-        release.touch()
-        out, err = proc.communicate(timeout=300)
-    finally:
-        kill_group(proc)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert done.returncode == EXIT_STORAGE, err[-3000:]
-    line = one_error_line(done, JOB)
-    assert line.startswith(f"{JOB}: the lake folder {lake} went away while the job ran"), line
-    assert "put the lake back" in line and "run the job again" in line, line
-    shutil.rmtree(lake, ignore_errors=True)  # what the run wrote there after the deletion
-    shutil.copytree(backup, lake)
     check_first_kept(inputs, lake)
     check_complete(inputs, lake)

@@ -3,6 +3,11 @@ sources, installed with only its base dependencies, each at the bottom of its ra
 fresh virtualenv outside the checkout; then ``snap-spark check`` and a ``spark-submit`` of
 the packaged batch job run there, from a folder outside the checkout, on a labelled sample.
 
+uv builds the wheel and installs it from its cache first (``--offline``): the bottom of a
+range is a fixed version, and PySpark's is a source distribution that uv would otherwise
+download again (430 MB) and build again on every run once its cached index response goes
+stale. Only when the cache lacks something (a fresh machine) does it go to the index.
+
 The checkout's ``.venv`` holds the top of the ranges (``uv.lock``); this file holds the
 bottom. The installed environment never sees the checkout: its ``PATH``, ``PYTHONPATH``,
 ``SPARK_HOME`` and ``PYSPARK_PYTHON`` point into the virtualenv only."""
@@ -52,10 +57,26 @@ def bottom(requirement: Requirement) -> str:
     return f"{requirement.name}=={lower[0]}"
 
 
+def uv(*command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``uv COMMAND`` from uv's cache alone (``--offline``: nothing asked of the index, no
+    source distribution downloaded or built again); again online only if that fails,
+    e.g. on a machine whose cache lacks a version asked for."""
+    done = None
+    for network in (["--offline"], []):
+        done = subprocess.run([str(UV), *command, "--no-config", *network], cwd=cwd,
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            break
+    assert done is not None
+    return done
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel as pip builds it (an isolated build with the setuptools pyproject.toml asks
-    for) from a copy of the sources: the package folder, pyproject, README and licence."""
+    """The wheel as a PEP 517 frontend builds it (``uv build``: an isolated build
+    environment with the setuptools pyproject.toml asks for; ``--no-config``, so nothing of
+    the checkout's ``[tool.uv]``) from a copy of the sources: the package folder, pyproject,
+    README and licence."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "src"
     source.mkdir()
@@ -63,9 +84,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(PACKAGE, source / "snap_spark", symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                            "--wheel-dir", str(tmp / "dist"), str(source)],
-                           capture_output=True, text=True, timeout=600)
+    built = uv("build", "--wheel", "--quiet", "--python", sys.executable, "--out-dir",
+               str(tmp / "dist"), str(source), cwd=tmp)
     assert built.returncode == 0, built.stderr[-3000:]
     (path,) = (tmp / "dist").glob("snap_spark-*.whl")
     return path
@@ -74,7 +94,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A fresh virtualenv holding the wheel and its base dependencies, each at the bottom
-    of its range (a constraints file), and the environment to run it with."""
+    of its range (a constraints file), installed by uv from its cache (:func:`uv`), and the
+    environment to run it with: none of the checkout's variables, and Python's compiled
+    files kept in the virtualenv as its processes write them."""
     tmp = tmp_path_factory.mktemp("installed")
     constraints = tmp / "bottoms.txt"
     bottoms = sorted(bottom(r) for r in base_requirements(wheel))
@@ -82,11 +104,16 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     prefix = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
     # --no-config: not the checkout's [tool.uv] (its lock's constraints), only the bottoms
-    done = subprocess.run([str(UV), "pip", "install", "--quiet", "--no-config", "--python",
-                           str(prefix / "bin" / "python"), "--constraint", str(constraints),
-                           str(wheel)], cwd=tmp, capture_output=True, text=True, timeout=900)
+    done = uv("pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"),
+              "--constraint", str(constraints), str(wheel), cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k not in CHECKOUT_VARIABLES}
+    # PYTHONDONTWRITEBYTECODE, where this machine sets it, is not passed on either: as in
+    # an environment pip installed (which compiles at install), compiled files are kept,
+    # here written by the first process that imports a module, so that the other processes
+    # (the drivers and Python workers of both spark-submit runs above all) do not compile
+    # PySpark, pandas and the rest from source again
+    env = {k: v for k, v in os.environ.items()
+           if k not in (*CHECKOUT_VARIABLES, "PYTHONDONTWRITEBYTECODE")}
     env.update(PATH=f"{prefix / 'bin'}{os.pathsep}"
                     + os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                       if not p.startswith(str(ROOT))),
