@@ -384,7 +384,10 @@ def path_kind(location: str) -> PathKind:
         try:
             mode = os.stat(path).st_mode
         except (OSError, ValueError):  # a broken link, a parent that is a file, no access
-            return "other" if os.path.lexists(path) else "missing"
+            try:
+                mode = os.lstat(path).st_mode  # the link itself, or what appeared meanwhile
+            except (OSError, ValueError):
+                return "missing"
         if S_ISDIR(mode):
             return "dir"
         return "file" if S_ISREG(mode) else "other"

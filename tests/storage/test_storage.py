@@ -242,3 +242,17 @@ def test_s3_objects_really_are_on_the_server(s3: S3Server, s3_prefix: str) -> No
 
 def test_missing_bucket_is_missing(s3: S3Server) -> None:
     assert storage.path_kind("s3://no-such-bucket-here/x") == "missing"
+
+
+def test_path_kind_of_local_paths_that_are_neither_file_nor_folder(tmp_path: Path) -> None:
+    """A broken link and a FIFO are "other"; a link to a folder is a folder; a path under a
+    file is missing (each is looked at once: ``os.stat``, else ``os.lstat``)."""
+    (tmp_path / "broken").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "to-d").symlink_to(tmp_path / "d")
+    kinds = {name: storage.path_kind(str(tmp_path / name))
+             for name in ("broken", "fifo", "f", "d", "to-d", "f/under", "absent")}
+    assert kinds == {"broken": "other", "fifo": "other", "f": "file", "d": "dir",
+                     "to-d": "dir", "f/under": "missing", "absent": "missing"}
