@@ -504,7 +504,8 @@ def _walk_local(folder: str, suffixes: tuple[str, ...] | None) -> Iterator[str]:
     """Files under a local folder, recursively, skipping hidden files and folders.
 
     Symbolic links to folders are followed, each real folder visited once (no cycles); a
-    broken link with a wanted name raises.
+    broken link with a wanted name raises. A file gone between reading its folder and
+    looking at it is not listed: the listing is of a moment after it went.
     """
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(
@@ -521,6 +522,8 @@ def _walk_local(folder: str, suffixes: tuple[str, ...] | None) -> Iterator[str]:
                 continue
             path = os.path.join(dirpath, name)
             if not os.path.isfile(path):
+                if not os.path.lexists(path):
+                    continue  # removed since the folder was read (another run's sweep)
                 raise FileNotFoundError(
                     errno.ENOENT, "input file is a broken link or not a regular file", path
                 )
@@ -670,9 +673,18 @@ def delete_file(location: str, missing_ok: bool = True) -> None:
             raise
 
 
+#: How many times :func:`delete_tree` starts again when entries vanish under it.
+DELETE_TREE_TRIES = 5
+
+
 def delete_tree(location: str, missing_ok: bool = True) -> None:
     """Delete a folder and everything under it (on object stores: every key under the
     prefix); a missing folder is fine unless ``missing_ok`` is false.
+
+    Another process deleting the same folder at the same time is fine: two runs sweeping
+    one dead run's leftovers both delete its staging folder, and an entry one of them finds
+    gone mid-walk (pyarrow's ``FileNotFoundError``) is one the other already deleted. The
+    walk starts again, :data:`DELETE_TREE_TRIES` times at most, until the folder is gone.
 
     Examples:
         >>> delete_tree("/no/such/folder")
@@ -682,7 +694,15 @@ def delete_tree(location: str, missing_ok: bool = True) -> None:
         if missing_ok:
             return
         raise FileNotFoundError(errno.ENOENT, "no such folder", location)
-    filesystem.delete_dir(path)
+    for attempt in range(DELETE_TREE_TRIES):
+        try:
+            filesystem.delete_dir(path)
+            return
+        except FileNotFoundError:
+            if filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+                return  # the other deleter finished it
+            if attempt == DELETE_TREE_TRIES - 1:
+                raise
 
 
 # --------------------------------------------------------------------------------------

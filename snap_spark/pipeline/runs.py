@@ -236,6 +236,8 @@ def clean_leftovers(lake: str, tables: Sequence[str] = (), *, dry_run: bool = Fa
         location = storage.join(runs_dir, info.path.rsplit("/", 1)[1])
         try:
             marker = RunMarker.from_json(_read(location))
+        except FileNotFoundError:
+            continue  # listed, then removed by its run as it ended (or by another sweep)
         except (ValueError, KeyError, TypeError):
             continue  # not ours, or half written: leave it
         if marker.ingest_id in skip:
