@@ -151,7 +151,6 @@ def run(
         warm_workers,
     )
     from snap_spark.pipeline.runs import (
-        RUNS_FOLDER,
         clean_leftovers,
         run_marker,
         running_runs,
@@ -285,15 +284,13 @@ def run(
     except BaseException:
         _remove_tree(staging)
         marker.close()
-        _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER),
-                         *[p for p in (raw_path, msg_path, lake_dir) if p not in existed])
+        _remove_if_empty(*[p for p in (raw_path, msg_path, lake_dir) if p not in existed])
         raise
     _remove_tree(staging)
     marker.close()
     # Sweep again: workers of a run killed just before this one may have finished a file
     # after the first sweep (they die a moment after their driver).
     clean_leftovers(lake_dir, LANDED_TABLES)
-    _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.seconds = time.monotonic() - started
     return result
 
@@ -335,7 +332,7 @@ def reverify(
 
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.pipeline.land import LandSpec, landed_struct, reland_rows
-    from snap_spark.pipeline.runs import RUNS_FOLDER, run_marker
+    from snap_spark.pipeline.runs import run_marker
 
     settings = decided_settings(settings, spark)
     started = time.monotonic()
@@ -380,7 +377,6 @@ def reverify(
                 storage.delete_tree(staging)
     if result.tasks_refreshed is None:
         result.tasks_refreshed = 0
-    _remove_if_empty(storage.join(lake_dir, "_staging"), storage.join(lake_dir, RUNS_FOLDER))
     result.files_processed = len(wanted)
     result.seconds = time.monotonic() - started
     return result

@@ -60,6 +60,11 @@ def _global_line(sample: dict[str, Any], row: dict[str, Any]) -> int:
     return int(row["line_no"]) + offset
 
 
+
+def files_under(folder: Path) -> list[Path]:
+    """The files under ``folder``, at any depth (none when it does not exist)."""
+    return [p for p in folder.rglob("*") if p.is_file()]
+
 def test_conservation(sample: dict[str, Any], landed: dict[str, Any]) -> None:
     n = len(sample["lines"])
     raw = table(landed["lake"], "raw_messages")
@@ -276,13 +281,17 @@ def test_a_run_that_dies_between_the_commits_is_completed_by_the_next(
         run(spark, [str(path)], str(lake))
     assert len(table(lake, "raw_messages")) == len(lines)
     assert not (lake / "messages").exists()  # its written files were deleted
-    assert not (lake / "_staging").exists()
+    assert not files_under(lake / "_staging")
 
     monkeypatch.setattr(DeltaRsLake, "commit", real_commit)
     healed = run(spark, [str(path)], str(lake))
     assert (healed.raw_rows_written, healed.message_rows_written) == (0, len(lines))
     assert healed.counts == {None: 5, 2006: 1}
     assert len(table(lake, "raw_messages")) == len(table(lake, "messages")) == len(lines)
+    # the folder of run markers stays, empty: a run ending removed it, and another run
+    # that had just made it lost it before its marker was written (exit 2, "No such file")
+    assert (lake / "_snap_runs").is_dir() and not files_under(lake / "_snap_runs")
+    assert not files_under(lake / "_staging")
 
 
 def test_bad_input_is_rejected_never_lost(spark: Any, tmp_path: Path) -> None:
@@ -394,7 +403,7 @@ def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
     assert len(table(lake, "messages")) == len(lines)
     info = DeltaTable(str(lake / "messages")).history(1)[0]
     assert str(info.get("engineInfo")).startswith("delta-rs")
-    assert not (lake / "_staging").exists()
+    assert not files_under(lake / "_staging")
     helped = subprocess.run([str(submit), str(root / "jobs" / "verify_messages.py"), "--help"],
                             capture_output=True, text=True, timeout=300, env=env, check=False)
     assert helped.returncode == 0 and "--bare-clock" in helped.stdout
