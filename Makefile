@@ -105,10 +105,13 @@ chromium:
 
 # The suite on TEST_WORKERS pytest-xdist workers (each with its own SparkSession, temp
 # folders and free ports), one test file per worker at a time (--dist loadfile: a file's
-# module fixtures, e.g. its landed lake, are built once). Every JVM of the suite (the
-# sessions, spark-submit jobs, the Kafka broker, the cluster) runs with the C1 compiler
-# only: short JVMs then spend far less CPU compiling, which two workers on two cores need.
-TEST_WORKERS ?= 2
+# module fixtures, e.g. its landed lake, are built once). Three workers on two cores: many
+# tests wait on a job process, a relay, a broker or a trigger, and a third worker fills
+# those waits (the machine was 99 % busy throughout; 12:03 on two workers, 11:31 and 11:49
+# on three, one quiet 2-core machine, 2026-11-29). Every JVM of the suite (the sessions,
+# spark-submit jobs, the Kafka broker, the cluster) runs with the C1 compiler only: short
+# JVMs then spend far less CPU compiling, which the workers sharing two cores need.
+TEST_WORKERS ?= 3
 test: setup kafka-broker chromium
 	JAVA_TOOL_OPTIONS='-XX:TieredStopAtLevel=1' $(PY) -m pytest -q -p no:cacheprovider \
 		--durations=25 -n $(TEST_WORKERS) --dist loadfile --ignore=$(PYTHON_CORE_LANE)
@@ -120,18 +123,20 @@ test: setup kafka-broker chromium
 # the CLI, the lake's files, the audit's pieces: about 1,240 tests in about a minute on
 # two workers). `make test` remains the gate.
 FAST := not slow and not spark and not relay and not kafka and not s3 and not browser
+FAST_WORKERS ?= 2
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m '$(FAST)'
+	$(PY) -m pytest -q -p no:cacheprovider -n $(FAST_WORKERS) -m '$(FAST)'
 
 # The checking and job-exactness tests once more on the Python core (the reference and the
 # fallback where the native core is not built), SNAP_SPARK_NATIVE=0 reaching Spark's
-# workers: a pytest run of the paths tests/integration/test_python_core.py names. `make
-# test` runs it after the parallel suite: inside it, as a third process beside the two
-# workers, the whole took as long (20:59 against 19:07 + 1:50 in fresh-clone runs of the
-# same day), and its output reads more plainly after.
+# workers: a pytest run of the paths tests/integration/test_python_core.py names, on two
+# workers of its own (41 s against 56-60 s on one). `make test` runs it after the parallel
+# suite: inside it, the suite took as long or longer (13:09 on three workers with it
+# inside, against 11:31 + 0:56 after it on the same machine, 2026-11-29), and its output
+# reads more plainly after.
 PYTHON_CORE_LANE := tests/integration/test_python_core.py
 test-python-core: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_LANE)
+	SNAP_SPARK_LANE_WORKERS=2 $(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_LANE)
 
 $(SAMPLE): | setup
 	@mkdir -p $(dir $(SAMPLE))

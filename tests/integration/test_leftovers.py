@@ -5,19 +5,18 @@ runs again, no such file is left anywhere, nor a staging file or a run marker, a
 tables equal those of the same runs uninterrupted.
 
 The batch job lands one archive, small enough for the driver process to land it itself
-(``commit.LOCAL_LAND_BYTES``), killed right after its lines in turn (``stage 1/4``;
-held still by :mod:`tests.hold` and killed right after ``stage 2/4``: its files written,
-nothing committed, and after ``stage 3/4``: between its two commits; then ``tasks: …
-refreshed``), each kill followed by the next run of the same archive; then a second
-archive, killed after its ``stage 4/4`` line while its task catch-up writes
-``task_events`` and ``tasks`` (at the first new data file there, before its commit); then
-Nostr ingestion, held still and killed once the stored messages it lands are written,
-before their commit. After the runs again the first archive's lines are in
-``raw_messages`` and ``messages`` once each, with the verdicts of the pure-Python checker
-over that archive (the kill tests of a small input on the driver path live here; those of
-a large one in Spark tasks are in ``test_crash.py``). Issue 47: the sweeps
-looked in ``raw_messages``, ``messages`` and ``ingested_files`` only (the batch job's,
-``lake clean``) or in the Nostr tables only (the ingestion's, which also forgets the
+(``commit.LOCAL_LAND_BYTES``), held still by :mod:`tests.hold` and killed right after its
+lines in turn (``stage 1/4``; ``stage 2/4``: its files written, nothing committed; ``stage
+3/4``: between its two commits; then, not held, ``tasks: … refreshed``), each kill followed
+by the next run of the same archive; then a second archive, killed after its ``stage 4/4``
+line while its task catch-up writes ``task_events`` and ``tasks`` (at the first new data
+file there, before its commit); then Nostr ingestion, held still and killed once the stored
+messages it lands are written, before their commit. After the runs again the first archive's
+lines are in ``raw_messages`` and ``messages`` once each, with the verdicts of the
+pure-Python checker over that archive (the kill tests of a small input on the driver path
+live here; those of a large one in Spark tasks are in ``test_crash.py``). Issue 47: the
+sweeps looked in ``raw_messages``, ``messages`` and ``ingested_files`` only (the batch
+job's, ``lake clean``) or in the Nostr tables only (the ingestion's, which also forgets the
 markers it finds), so the catch-up's files were never named, and the ingestion's landing
 leftovers were forgotten; on that code this test fails at the task catch-up.
 """
@@ -206,10 +205,11 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
     def batch(archive: str) -> subprocess.Popen[bytes]:
         return start_job("verify_messages.py", ["--input", archive, "--lake", str(lake)])
 
-    # the first archive, killed right after each line (held there at stage 2/4 and 3/4);
-    # each run again carries it further (after stage 3/4: its messages, then the task
-    # catch-up)
-    for text, held in (("stage 1/4", False), ("stage 2/4", True), ("stage 3/4", True),
+    # the first archive, killed right after each line (held there at stages 1/4 to 3/4:
+    # on a busy machine a job not held went on from stage 1/4 to its raw_messages commit
+    # before the kill, and the run after it had nothing left to land); each run again
+    # carries it further (after stage 3/4: its messages, then the task catch-up)
+    for text, held in (("stage 1/4", True), ("stage 2/4", True), ("stage 3/4", True),
                        ("tasks:", False)):
         proc = start_job("verify_messages.py", ["--input", first, "--lake", str(lake)],
                          hold_at=text if held else None)

@@ -3,8 +3,9 @@ the fallback where the native core is not built), as one item of the suite: a py
 :data:`PYTHON_CORE_TESTS` with ``SNAP_SPARK_NATIVE=0``, which reaches Spark's Python
 workers too (``tests/pipeline/test_transforms.py`` checks that they used the Python core).
 
-``make test`` runs it after its parallel part (``make test-python-core``): inside it, as a
-third process beside the two workers, the whole took as long."""
+``make test`` runs it after its parallel part (``make test-python-core``), on two pytest-xdist
+workers of its own (``SNAP_SPARK_LANE_WORKERS=2``; one, in one process, when unset): inside
+the parallel part the whole took as long or longer."""
 
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ def test_the_checking_and_exactness_tests_pass_on_the_python_core(tmp_path: Path
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "SNAP_SPARK_NATIVE"))}
     env["SNAP_SPARK_NATIVE"] = "0"
+    workers = int(os.environ.get("SNAP_SPARK_LANE_WORKERS", "0") or 0)
+    parallel = ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else ["-p", "no:xdist"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel,
          "--basetemp", str(tmp_path / "run"), *PYTHON_CORE_TESTS,
          *(f"--deselect={test}" for test in NOT_CORE_TESTS)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
