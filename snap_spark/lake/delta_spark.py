@@ -354,7 +354,7 @@ def _replace_keys(spark: SparkSession, change: DataCommit, keys: DataFrame | pa.
         keys = spark.createDataFrame(keys)
     if _txn_done(path, (app_id, version)):
         return False
-    start_version = _latest_version(spark, path)
+    start_version = _latest_version(path)
     if start_version < 0:
         return _write_staged(spark, change)
     existing = _partition_columns(spark, path)
@@ -407,8 +407,10 @@ def _delta_write(df: DataFrame, path: str, *, app_id: str, version: int,
     check_txn(app_id, version)
     check_delta_compatible(df.schema)
     columns = check_partition_columns(df.schema, partition_by)
+    if _txn_done(path, (app_id, version)):
+        return False  # what Delta's writer would find too, after planning the write
     spark = df.sparkSession
-    start_version = _latest_version(spark, path)
+    start_version = _latest_version(path)
     if start_version >= 0:
         table = DeltaTable.forPath(spark, path)
         df = conform(df, table.toDF().schema, path)
@@ -472,7 +474,7 @@ def _merge_files(spark: SparkSession, path: str, staged: DataFrame, updates: Row
            for values in [updates.rows.column(c).to_pylist()]]
     )
     write_id = uuid.uuid4().hex
-    start_version = _latest_version(spark, path)
+    start_version = _latest_version(path)
     merge = target.alias("t").merge(source.alias("s"), condition)
     builder = (
         (merge.whenMatchedDelete() if updates.remove else
@@ -548,16 +550,12 @@ def _txn_done(path: str, txn: tuple[str, int]) -> bool:
     return done is not None and done >= txn[1]
 
 
-def _latest_version(spark: SparkSession, path: str) -> int:
-    """Latest version of the Delta table at ``path``; -1 when there is none."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
-        return -1
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    if row is None:
-        raise LakeError(f"Delta table at {path} has no history")
-    return int(row[0])
+def _latest_version(path: str) -> int:
+    """Latest version of the Delta table at ``path``; -1 when there is none. Read from the
+    log on the driver (:func:`snap_spark.lake.delta_log.table_version`): Delta's own
+    ``isDeltaTable`` and ``history(1)`` load the table's log in the driver JVM and run a
+    Spark job, before each write."""
+    return table_version(table_uri(path))
 
 
 def _write_committed(spark: SparkSession, path: str, write_id: str, start_version: int) -> bool:
