@@ -324,7 +324,15 @@ class KafkaTopics:
             deadline = time.monotonic() + timeout
             while True:
                 described = admin.describeTopics(jvm.java.util.List.of(name))
-                info = described.allTopicNames().get(int(timeout), seconds).get(name)
+                try:
+                    info = described.allTopicNames().get(int(timeout), seconds).get(name)
+                except Exception as exc:  # py4j's error, naming Kafka's
+                    # created, but the broker's metadata does not have it yet (seen on a
+                    # busy machine): UnknownTopicOrPartitionException; ask again
+                    if "UnknownTopicOrPartition" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+                    continue
                 leaders = [p.leader() for p in info.partitions()]
                 if len(leaders) == partitions and all(leader is not None for leader in leaders):
                     return
