@@ -83,6 +83,11 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = 600.0) -> str:
     return out.decode()
 
 
+def files_under(folder: Path) -> list[Path]:
+    """The files under ``folder``, at any depth (none when it does not exist)."""
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
 def parquet_files(table: Path) -> set[str]:
     """Every Parquet file under a table folder (relative paths)."""
     return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}

@@ -309,7 +309,7 @@ class DeltaSparkLake:
         if read_version is not None:
             # Delta's own conflict checks let a blind append through whatever was committed
             # since: the version is checked here, exact under the lake's commit lease
-            current = table_version(table_uri(path))
+            current = _latest_version(path)
             if current != read_version:
                 if _txn_done(path, (app_id, version)):
                     return False

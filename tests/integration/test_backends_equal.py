@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from snap_spark.pipeline.job import run
 from snap_spark.samples.messages import SampleConfig, generate
+from tests.jobs import files_under
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -91,7 +92,7 @@ def test_the_job_writes_equal_tables_on_both_backends(spark: SparkSession,
         assert DeltaTable(str(path)).history(1)[0].get("engineInfo", "").startswith("delta-rs")
         assert spark.read.format("delta").load(str(path)).count() == 1200
     # nothing staged is left behind
-    assert not [p for p in (ds["lake"] / "_staging").rglob("*") if p.is_file()]
+    assert not files_under(ds["lake"] / "_staging")
 
 
 def test_a_rerun_on_delta_spark_adds_nothing(

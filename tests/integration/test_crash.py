@@ -22,7 +22,7 @@ from snap_spark.pipeline.job import run
 from snap_spark.samples.messages import SampleConfig, write_sample
 from tests.hold import HOLDING
 from tests.integration.test_leftovers import kill_at_new_file
-from tests.jobs import kill_when, logged_files, parquet_files, start_job
+from tests.jobs import files_under, kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -97,7 +97,7 @@ def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_li
     for table in TABLES:
         assert parquet_files(lake / table) == logged_files(lake / table), table
         keys_once(lake, table)
-    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
+    assert not files_under(lake / "_staging")
     assert not list((lake / "_snap_runs").glob("*.json"))
     assert result.lines_read == LINES  # nothing was in the ledger: the file is landed again
     assert result.raw_rows_written == 0 and result.message_rows_written == LINES

@@ -44,7 +44,7 @@ from snap_spark.samples.messages import SampleConfig, write_sample
 from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from snap_spark.schemas.tables import TABLES
 from tests.hold import HOLDING
-from tests.jobs import kill_when, logged_files, parquet_files, start_job
+from tests.jobs import files_under, kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -254,7 +254,7 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
     assert unreferenced(lake) == {}
     for name in ("raw_messages", "messages"):
         assert parquet_files(lake / name) == logged_files(lake / name), name
-    assert not [p for p in (lake / "_staging").rglob("*") if p.is_file()]
+    assert not files_under(lake / "_staging")
     assert not list((lake / "_snap_runs").glob("*.json"))
     # the first archive: each line once in both tables, with the checker's verdict
     lines = Path(first).read_bytes().splitlines()

@@ -21,6 +21,7 @@ from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
+from tests.jobs import files_under
 from tests.lake.helpers import delta_rows
 from tests.unit.helpers import T0, envelope, message, signed
 
@@ -59,11 +60,6 @@ def _global_line(sample: dict[str, Any], row: dict[str, Any]) -> int:
     offset = 0 if row["source_file"].endswith("a.jsonl") else sample["half"]
     return int(row["line_no"]) + offset
 
-
-
-def files_under(folder: Path) -> list[Path]:
-    """The files under ``folder``, at any depth (none when it does not exist)."""
-    return [p for p in folder.rglob("*") if p.is_file()]
 
 def test_conservation(sample: dict[str, Any], landed: dict[str, Any]) -> None:
     n = len(sample["lines"])
