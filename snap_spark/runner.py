@@ -546,15 +546,17 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from snap_spark.lake import DamagedTable, LakeError, LakeLocationError
     from snap_spark.protocol.validate import MissingReceiptTime
-    from snap_spark.session import build_session
+    from snap_spark.session import deferred_session, when_started
 
     debug = bool(context.args.debug)
     # the lake folder the job starts with: if it goes away meanwhile, that is what the job
     # says, whatever error it gave
     with FolderWatch(context.lake) as watch:
         try:
-            spark = build_session(f"snap-spark {job.name}", master=context.args.master,
-                                  extra_conf=extra)
+            # Spark starts when the job first needs it: a small run on a local master
+            # may never (snap_spark.session.deferred_session)
+            spark = deferred_session(f"snap-spark {job.name}", master=context.args.master,
+                                     extra_conf=extra)
         except Exception as exc:  # e.g. no space left for Spark's scratch files
             if debug or (fault := storage_fault(exc, context.lake)) is None:
                 raise
@@ -562,7 +564,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
             return EXIT_STORAGE
         spark.sparkContext.setLogLevel(os.environ.get("SNAP_SPARK_LOG_LEVEL", "WARN"))
         if not debug:
-            quiet_failure_logs(spark)
+            when_started(spark, quiet_failure_logs)
         try:
             try:
                 result = job.run(spark, context)

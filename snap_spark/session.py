@@ -10,9 +10,12 @@ use on that session. Spark's Kafka connector comes from the same cache module an
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from snap_spark import jvm_archive
 
@@ -130,10 +133,44 @@ def build_session(
         >>> set(DRIVER_JVM_FLAGS.split()) <= set(runtime.getInputArguments())
         True
     """
-    prepare_environment()
-    from pyspark.sql import SparkSession
+    return _plan(app_name, master, extra_conf, conf_file, delta=delta, kafka=kafka).start()
 
-    builder = SparkSession.builder.appName(app_name)
+
+def deferred_session(
+    app_name: str = "snap-spark",
+    master: str | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """The session of a job: :func:`build_session`'s, started only once the job needs Spark.
+
+    A job on a local master whose work all runs on the driver (a small input: every step
+    has a driver path below its threshold) never needs Spark's scheduler, and starting it
+    costs more than such a run's whole work: about 3.3 CPU-seconds and 2.5-3 s on 2 cores
+    for the JVM's SparkContext and SQL session. So a job gets a :class:`DeferredSession`,
+    which answers the settings (``spark.conf.get``), the master and its parallelism from
+    what the session is about to be built with, and starts the real session (exactly as
+    :func:`build_session` would) the first time anything else is asked of it. Nothing a job
+    computes depends on when that happens.
+
+    The real session starts at once (this returns it) when the master is not local, when
+    a Spark session already runs in this process, when settings may come from where this
+    module does not read them (``PYSPARK_SUBMIT_ARGS``, a ``spark-defaults.conf`` in
+    ``$SPARK_CONF_DIR``), or when :data:`DEFER_ENV` is ``0``.
+    """
+    plan = _plan(app_name, master, extra_conf, None, delta=None, kafka=None)
+    if not plan.deferrable():
+        return plan.start()
+    from typing import cast
+
+    # a stand-in with the session's interface: every attribute it does not answer itself
+    # is the real session's (DeferredSession.__getattr__)
+    return cast("SparkSession", DeferredSession(plan))
+
+
+def _plan(app_name: str, master: str | None, extra_conf: dict[str, str] | None,
+          conf_file: Path | None, *, delta: bool | None, kafka: bool | None) -> _SessionPlan:
+    """The settings and master :func:`build_session` starts a session with."""
+    prepare_environment()
     settings = read_spark_conf(conf_file)
     already = _submitted_settings()
     settings = {k: v for k, v in settings.items() if k not in already}  # spark-submit wins
@@ -150,19 +187,219 @@ def build_session(
     if WORKER_DAEMON_CONF not in settings and WORKER_DAEMON_CONF not in already \
             and local_workers:
         settings[WORKER_DAEMON_CONF] = WORKER_DAEMON_MODULE
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    if master is not None:
-        builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _submitted():
-        builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
-    if local_workers:
-        # the launcher of snap_spark.preinit as the Python Spark starts (a stream's start)
-        from snap_spark import preinit
+    if master is None and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") \
+            and not _submitted():
+        master = "local[*]"
+    return _SessionPlan(app_name, settings, already, master, local_workers)
 
-        preinit.adopt(spark.sparkContext)
-    return spark
+
+@dataclass(frozen=True)
+class _SessionPlan:
+    """What a session is built with: ``settings`` given to the builder, ``submitted`` those
+    spark-submit already gave the driver, ``master`` (``None``: spark-submit's)."""
+
+    app_name: str
+    settings: dict[str, str]
+    submitted: dict[str, str]
+    master: str | None
+    local_workers: bool
+
+    def start(self) -> SparkSession:
+        """Get or create the session (see :func:`build_session`)."""
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(self.app_name)
+        for key, value in self.settings.items():
+            builder = builder.config(key, value)
+        if self.master is not None:
+            builder = builder.master(self.master)
+        spark = builder.getOrCreate()
+        if self.local_workers:
+            # the launcher of snap_spark.preinit as the Python Spark starts (a stream's start)
+            from snap_spark import preinit
+
+            preinit.adopt(spark.sparkContext)
+        return spark
+
+    def effective_master(self) -> str:
+        """The master the session will have."""
+        return self.master or self.submitted.get("spark.master", "")
+
+    def deferrable(self) -> bool:
+        """Whether :func:`deferred_session` may wait (its docstring says when not)."""
+        from pyspark import SparkContext
+
+        if os.environ.get(DEFER_ENV, "").strip().lower() in ("0", "off", "false"):
+            return False
+        if local_parallelism(self.effective_master()) is None:
+            return False
+        if SparkContext._active_spark_context is not None:
+            return False
+        if os.environ.get("PYSPARK_SUBMIT_ARGS"):
+            return False
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+            os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME")
+            else None)
+        return not (conf_dir and not _submitted()
+                    and os.path.exists(os.path.join(conf_dir, "spark-defaults.conf")))
+
+    def view(self) -> dict[str, str]:
+        """The settings the session will hold, as ``spark.conf.get`` gives them."""
+        view = {**self.submitted, **self.settings, "spark.app.name": self.app_name}
+        if self.master is not None:
+            view["spark.master"] = self.master
+        return view
+
+
+#: ``0`` (or ``off``) makes :func:`deferred_session` start the session at once.
+DEFER_ENV: Final = "SNAP_SPARK_DEFER_SESSION"
+_UNSET: Final = object()
+
+
+def local_parallelism(master: str) -> int | None:
+    """The task slots of a local master (``None`` for any other): what
+    ``sparkContext.defaultParallelism`` gives unless ``spark.default.parallelism`` is set.
+
+    Examples:
+        >>> local_parallelism("local[2]"), local_parallelism("local"), local_parallelism("yarn")
+        (2, 1, None)
+        >>> local_parallelism("local[3, 4]")
+        3
+    """
+    if master == "local":
+        return 1
+    match = re.fullmatch(r"local\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\]", master)
+    if match is None:
+        return None
+    if match.group(1) == "*":
+        return os.cpu_count() or 1
+    return int(match.group(1))
+
+
+class DeferredSession:
+    """A job's session before Spark starts (:func:`deferred_session`).
+
+    ``conf.get`` answers from the settings the session will be built with, ``conf.set``
+    is kept and applied once it starts, ``sparkContext`` answers ``master``,
+    ``defaultParallelism`` and ``setLogLevel``; anything else starts the session and is
+    the real session's (or context's). :meth:`when_started` adds a step to run on the real
+    session as it starts; :meth:`stop` stops it if it ever started.
+
+    Examples:
+        A deferred session of the tests' own master answers without starting Spark:
+
+        >>> deferred = DeferredSession(_plan("doc", "local[2]", {"spark.x": "1"}, None,
+        ...                                  delta=False, kafka=False))
+        >>> deferred.conf.get("spark.x"), deferred.conf.get("spark.y", "none")
+        ('1', 'none')
+        >>> deferred.sparkContext.defaultParallelism, deferred.started
+        (2, False)
+    """
+
+    def __init__(self, plan: _SessionPlan) -> None:
+        self._plan = plan
+        self._view = plan.view()
+        self._session: SparkSession | None = None
+        self._sets: list[tuple[str, str]] = []
+        self._steps: list[Callable[[SparkSession], None]] = []
+        self.conf = _DeferredConf(self)
+        self.sparkContext = _DeferredContext(self)
+
+    @property
+    def started(self) -> bool:
+        """Whether the real session runs."""
+        return self._session is not None
+
+    def session(self) -> SparkSession:
+        """The real session, started now if it was not yet."""
+        if self._session is None:
+            session = self._plan.start()
+            for key, value in self._sets:
+                session.conf.set(key, value)
+            for step in self._steps:
+                step(session)
+            self._session = session
+        return self._session
+
+    def when_started(self, step: Callable[[SparkSession], None]) -> None:
+        """Run ``step`` on the real session when it starts (now, if it runs)."""
+        if self._session is not None:
+            step(self._session)
+        else:
+            self._steps.append(step)
+
+    def stop(self) -> None:
+        """Stop the real session, if it started."""
+        if self._session is not None:
+            self._session.stop()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session(), name)
+
+
+def when_started(spark: SparkSession, step: Callable[[SparkSession], None]) -> None:
+    """Run ``step`` on ``spark`` now, or, for a :class:`DeferredSession`, once it starts."""
+    if isinstance(spark, DeferredSession):
+        spark.when_started(step)
+    else:
+        step(spark)
+
+
+class _DeferredConf:
+    """``spark.conf`` of a :class:`DeferredSession`."""
+
+    def __init__(self, owner: DeferredSession) -> None:
+        self._owner = owner
+
+    def get(self, key: str, default: Any = _UNSET) -> Any:
+        owner = self._owner
+        if owner._session is None:
+            if key in owner._view:
+                return owner._view[key]
+            if default is not _UNSET:
+                return default
+        real = owner.session().conf
+        return real.get(key) if default is _UNSET else real.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        owner = self._owner
+        if owner._session is not None:
+            owner._session.conf.set(key, value)
+        else:
+            owner._view[key] = str(value)
+            owner._sets.append((key, str(value)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner.session().conf, name)
+
+
+class _DeferredContext:
+    """``spark.sparkContext`` of a :class:`DeferredSession`."""
+
+    def __init__(self, owner: DeferredSession) -> None:
+        self._owner = owner
+
+    @property
+    def master(self) -> str:
+        if self._owner._session is not None:
+            return str(self._owner._session.sparkContext.master)
+        return self._owner._plan.effective_master()
+
+    @property
+    def defaultParallelism(self) -> int:
+        owner = self._owner
+        if owner._session is not None:
+            return int(owner._session.sparkContext.defaultParallelism)
+        configured = owner._view.get("spark.default.parallelism")
+        if configured is not None:
+            return int(configured)
+        return local_parallelism(owner._plan.effective_master()) or 1
+
+    def setLogLevel(self, level: str) -> None:
+        self._owner.when_started(lambda session: session.sparkContext.setLogLevel(level))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner.session().sparkContext, name)
 
 
 def _local_workers_import_snap_spark(master: str | None) -> bool:

@@ -695,8 +695,9 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark.nostr.wellknown import read_well_known
+    from snap_spark.pipeline.commit import local_land_bytes
     from snap_spark.pipeline.job import decided_settings, listed_inputs
-    from snap_spark.pipeline.read import over_ranges, plan_ranges
+    from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
     from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.runner import UsageError
 
@@ -716,7 +717,13 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     if inputs:
         files = listed_inputs(inputs)
         ranges = plan_ranges(spark, files)
-        rows += over_ranges(spark, ranges, check_range, checked).toArrow().to_pylist()
+        if small_input(files, {}, local_land_bytes()):
+            # a small archive is checked here, range by range in the order Spark's tasks
+            # would give them (a job whose session has not started needs no Spark)
+            rows += [row for index, part in enumerate(ranges)
+                     for batch in check_range(part, index) for row in batch.to_pylist()]
+        else:
+            rows += over_ranges(spark, ranges, check_range, checked).toArrow().to_pylist()
         log(f"read {len(rows)} lines from {len(files)} archive file(s)")
     if relays:
         rows += _fetch(spark, lake_dir, relays, since, timeout, overlap, result, checked)

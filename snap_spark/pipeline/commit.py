@@ -734,7 +734,29 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
 
     if not landed.candidate_files:
         return None
-    return read_data_files(spark, landed.candidate_files, from_arrow_schema(CANDIDATE_SCHEMA))
+
+    def frame() -> DataFrame:
+        return read_data_files(spark, landed.candidate_files,
+                               from_arrow_schema(CANDIDATE_SCHEMA))
+
+    # a small pass decides its candidates on the driver (_decide_against_lake), and a job
+    # whose Spark session has not started yet (snap_spark.session.deferred_session) need
+    # not start it for a frame it never reads
+    return _PlannedFrame(frame) if _small(landed) else frame()
+
+
+class _PlannedFrame:
+    """A DataFrame planned the first time it is used (every attribute is the frame's)."""
+
+    def __init__(self, plan: Callable[[], DataFrame]) -> None:
+        self._plan: Callable[[], DataFrame] | None = plan
+        self._frame: DataFrame | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._frame is None:
+            assert self._plan is not None
+            self._frame, self._plan = self._plan(), None
+        return getattr(self._frame, name)
 
 
 def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed: LandedPass,

@@ -56,8 +56,9 @@ PER_RUN = ("ingest_id", "ingest_time")
 def referenced_files(table: Path) -> set[str]:
     """Every data file (relative to the table) some version of its Delta log holds: the
     files of each version by delta-rs, so files a later commit removed (and nothing has
-    vacuumed) count as the log's too. None without a log."""
-    if not (table / "_delta_log").is_dir():
+    vacuumed) count as the log's too. None without a log, or with a log a run killed
+    before its first commit left without any version."""
+    if not any((table / "_delta_log").glob("*.json")):
         return set()
     latest = DeltaTable(str(table))
     found: set[str] = set()

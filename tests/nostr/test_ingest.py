@@ -558,9 +558,10 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]], backend: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A small table is looked up on the driver (delta-rs and memory) instead of by Spark
-    joins (LOCAL_LOOKUP_ROWS). Two runs (the second re-decides rows of the first) made
-    with every lookup in Spark land the same tables as on the driver; and each lookup
-    those runs make (of nostr_events, agent_card_history, agent_cards and raw_messages, of
+    joins (LOCAL_LOOKUP_ROWS), and a small archive's lines are checked there instead of in
+    Spark tasks (SNAP_SPARK_LOCAL_LAND_BYTES). Two runs (the second re-decides rows of the
+    first) made with every lookup in Spark land the same tables as on the driver; and each
+    lookup those runs make (of nostr_events, agent_card_history, agent_cards and raw_messages, of
     the stored messages' verdicts, of the messages a run re-decides) is made on the driver
     too, at that moment, on the tables the backend wrote: the same rows, with the same
     types, every lookup finding rows at least once; so are the relays' resume points."""
@@ -601,6 +602,10 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         for way, lake in lakes.items():
             monkeypatch.setattr(module, "LOCAL_LOOKUP_ROWS",
                                 100_000 if way == "driver" else -1)
+            # the archive's lines (and the stored messages' lines) checked on the driver,
+            # or in Spark tasks
+            monkeypatch.setenv("SNAP_SPARK_LOCAL_LAND_BYTES", "1048576" if way == "driver"
+                               else "0")
             if way == "spark":
                 for name in ("_lookup", "_landed_messages", "_restated_rows"):
                     monkeypatch.setattr(module, name, both_ways(name, getattr(module, name)))

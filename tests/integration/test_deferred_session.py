@@ -1,0 +1,126 @@
+"""A job's Spark session starts only when the job needs Spark
+(:func:`snap_spark.session.deferred_session`): a small batch run on a local master does
+all its work on the driver and never starts the JVM's SparkContext, a large one starts it,
+and both land what a run with the session started at once lands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from snap_spark.samples.messages import SampleConfig, write_sample
+from snap_spark.session import DEFER_ENV, DeferredSession, _plan, local_parallelism
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Runs the batch job's ``main`` in a fresh interpreter, then says whether this process
+#: ever started (or connected to) a Spark JVM.
+PROBE = """
+import json, sys
+from snap_spark.pipeline.job import main
+code = main(sys.argv[1:])
+from pyspark import SparkContext
+print(json.dumps({"code": code, "jvm": SparkContext._gateway is not None}))
+"""
+
+
+def run_job(sample: Path, lake: Path, **env: str) -> dict[str, Any]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    environment.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+                        "PYTHONPATH": str(ROOT), **env})
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "--master", "local[2]",
+         "--conf", "spark.snap.lake.backend=delta-rs", "--input", str(sample),
+         "--lake", str(lake)],
+        capture_output=True, text=True, env=environment, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0, done.stderr[-3000:]
+    return result
+
+
+def verdicts(lake: Path) -> list[tuple[Any, ...]]:
+    """Every ``messages`` row's line and verdict, sorted."""
+    table = DeltaTable(str(lake / "messages")).to_pyarrow_table(
+        columns=["line_no", "msg_id", "verdict", "error_code", "error_detail", "received_at"])
+    return sorted(tuple(row.values()) for row in table.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("deferred") / "sample.jsonl"
+    write_sample(SampleConfig(messages=400, agents=6, seed=21), str(path), tasks_path=None)
+    return path
+
+
+@pytest.mark.slow
+def test_a_small_run_starts_no_spark_and_lands_what_a_started_session_lands(
+        spark: Any, sample: Path, tmp_path: Path) -> None:
+    deferred = run_job(sample, tmp_path / "deferred")
+    started = run_job(sample, tmp_path / "started", **{DEFER_ENV: "0"})
+    assert deferred["jvm"] is False
+    assert started["jvm"] is True
+    rows = verdicts(tmp_path / "deferred")
+    assert len(rows) == 400
+    assert {r[3] for r in rows} - {None}  # the sample's attacks are there
+    assert rows == verdicts(tmp_path / "started")
+    tasks = [DeltaTable(str(tmp_path / name / "tasks")).to_pyarrow_table().num_rows
+             for name in ("deferred", "started")]
+    assert tasks[0] == tasks[1] > 0
+
+
+@pytest.mark.slow
+def test_a_run_that_needs_spark_starts_it_and_lands_the_same(
+        spark: Any, sample: Path, tmp_path: Path) -> None:
+    # landing forced into Spark tasks: the session starts at the first stage
+    forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_LOCAL_LAND_BYTES="0")
+    small = run_job(sample, tmp_path / "small")
+    assert forced["jvm"] is True and small["jvm"] is False
+    assert verdicts(tmp_path / "forced") == verdicts(tmp_path / "small")
+
+
+def test_the_deferred_session_answers_what_the_started_one_holds(spark: Any) -> None:
+    """Settings, master and parallelism before the start equal the real session's after it
+    (the tests' session: getOrCreate returns it); a setting made before the start reaches
+    the real session, and steps given to ``when_started`` run once, on it."""
+    key = "spark.snap.test.deferred"
+    plan = _plan("deferred-test", "local[2]", {"spark.sql.shuffle.partitions": "2"}, None,
+                 delta=False, kafka=False)
+    deferred = DeferredSession(plan)
+    ran: list[Any] = []
+    deferred.when_started(ran.append)
+    before = (deferred.conf.get("spark.sql.shuffle.partitions"),
+              deferred.conf.get("spark.sql.session.timeZone"),
+              deferred.conf.get("spark.snap.unset", "fallback"),
+              deferred.sparkContext.master, deferred.sparkContext.defaultParallelism)
+    deferred.conf.set(key, "yes")
+    assert not deferred.started and ran == [] and deferred.conf.get(key) == "yes"
+    try:
+        assert deferred.range(3).count() == 3  # anything else starts it
+        assert deferred.started and ran == [spark]
+        assert spark.conf.get(key) == "yes"
+        after = (spark.conf.get("spark.sql.shuffle.partitions"),
+                 spark.conf.get("spark.sql.session.timeZone"),
+                 spark.conf.get("spark.snap.unset", "fallback"),
+                 spark.sparkContext.master, spark.sparkContext.defaultParallelism)
+        assert before == after
+        deferred.when_started(ran.append)
+        assert ran == [spark, spark]
+    finally:
+        spark.conf.unset(key)
+
+
+def test_only_a_local_master_is_deferred() -> None:
+    assert [local_parallelism(m) for m in ("local", "local[4]", "local[2,3]")] == [1, 4, 2]
+    assert local_parallelism("local[*]") == (os.cpu_count() or 1)
+    for master in ("yarn", "spark://127.0.0.1:7077", "k8s://https://h:443",
+                   "local-cluster[2,1,1024]", "localhost"):
+        assert local_parallelism(master) is None
+        assert not _plan("t", master, None, None, delta=False, kafka=False).deferrable()
