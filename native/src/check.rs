@@ -7,6 +7,7 @@
 //! elsewhere) 2002 a request without `sig` and 2001 a signature that does not verify.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
@@ -71,30 +72,61 @@ pub struct LineOut {
     pub pending: Option<Pending>,
 }
 
-/// Decoded P2TR addresses and parsed x-only keys, kept per thread (agents are few).
+/// Decoded P2TR addresses and parsed x-only keys (a parse lifts the point: a square root
+/// in the field), each at most `CACHED` entries.
+///
+/// A checking thread takes one from a pool kept for the process and gives it back when its
+/// range is done (`take`, `give_back`), so the agents of one batch are known to the next:
+/// traffic of thousands of agents met each of them again only in the next batch, which
+/// paid the decode and the lift again for most of its lines.
 #[derive(Default)]
 pub struct KeyCache {
     addresses: HashMap<Vec<u8>, Result<(bool, [u8; 32]), String>>,
     keys: HashMap<[u8; 32], Option<XOnlyPublicKey>>,
 }
 
+/// Entries each map of a `KeyCache` holds at most (about 10 MB in all).
+const CACHED: usize = 1 << 16;
+/// Caches kept between batches: one per checking thread at most.
+static POOL: Mutex<Vec<KeyCache>> = Mutex::new(Vec::new());
+/// Caches the pool keeps at most.
+const POOLED: usize = 16;
+
 impl KeyCache {
+    /// A cache from the pool (an empty one when none is left).
+    pub fn take() -> KeyCache {
+        POOL.lock().ok().and_then(|mut pool| pool.pop()).unwrap_or_default()
+    }
+
+    /// Back to the pool, for the next range checked in this process.
+    pub fn give_back(self) {
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < POOLED {
+                pool.push(self);
+            }
+        }
+    }
+
     fn decode(&mut self, address: &JStr) -> Result<(bool, [u8; 32]), String> {
         if let Some(hit) = self.addresses.get(&address.bytes) {
             return hit.clone();
         }
         let result = decode_p2tr(address);
-        if self.addresses.len() < 1 << 16 {
+        if self.addresses.len() < CACHED {
             self.addresses.insert(address.bytes.clone(), result.clone());
         }
         result
     }
 
     fn key(&mut self, program: &[u8; 32]) -> Option<XOnlyPublicKey> {
-        *self
-            .keys
-            .entry(*program)
-            .or_insert_with(|| XOnlyPublicKey::from_byte_array(*program).ok())
+        if let Some(hit) = self.keys.get(program) {
+            return *hit;
+        }
+        let key = XOnlyPublicKey::from_byte_array(*program).ok();
+        if self.keys.len() < CACHED {
+            self.keys.insert(*program, key);
+        }
+        key
     }
 }
 

@@ -119,13 +119,14 @@ fn clock_of(mode: u8, value: f64) -> PyResult<Clock> {
 
 fn check_range(lines: &Lines, errors: &[Option<String>], clocks: &[Clock], start: usize, end: usize,
                max_drift: f64) -> Vec<LineOut> {
-    let mut keys = KeyCache::default();
+    let mut keys = KeyCache::take();
     let mut out: Vec<LineOut> = (start..end)
         .map(|i| {
             let clock = if clocks.len() == 1 { clocks[0] } else { clocks[i] };
             check_line(lines.get(i), errors[i].as_deref(), clock, max_drift, &mut keys)
         })
         .collect();
+    keys.give_back();
     finish_all(&mut out);
     out
 }

@@ -354,6 +354,33 @@ def test_sample_traffic(sample_lines: list[bytes]) -> None:
     assert_same(sample_lines, clock=CLOCKS["fixed"], max_drift=0.0, corpus="sample/drift 0")
 
 
+def test_keys_kept_between_batches_change_no_verdict() -> None:
+    """The native core keeps the addresses it decoded and the keys it parsed from one batch
+    to the next (``KeyCache::take``/``give_back`` in native/src/check.rs): traffic of many
+    agents, with forged and broken addresses, checked once whole and then again in small
+    batches in reverse order (every agent known by then, from either end), gets the
+    reference's verdicts each time."""
+    config = SampleConfig(agents=400, messages=3000, seed=13, attack_share=0.4)
+    lines = [line for line, _label in generate(config)]
+    assert len({sender for line in lines[:2000] if (sender := _sender(line))}) > 300
+    assert_same(lines, clock=CLOCKS["message"], corpus="many agents/whole")
+    backwards = lines[::-1]
+    for start in range(0, len(backwards), 250):
+        assert_same(backwards[start:start + 250], clock=CLOCKS["message"],
+                    corpus="many agents/batches", verify_threads=2)
+
+
+def _sender(line: bytes) -> str | None:
+    """The ``from`` of an envelope's or a bare message's JSON, if it has one."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    message = value.get("message", value) if isinstance(value, dict) else None
+    sender = message.get("from") if isinstance(message, dict) else None
+    return sender if isinstance(sender, str) else None
+
+
 def test_sample_covers_every_kind() -> None:
     config = SampleConfig(agents=6, messages=2500, seed=3, attack_share=0.6, bare_share=0.3)
     kinds = {label.kind for _line, label in generate(config)}
