@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,6 +303,7 @@ class DeferredSession:
         self._session: SparkSession | None = None
         self._sets: list[tuple[str, str]] = []
         self._steps: list[Callable[[SparkSession], None]] = []
+        self._starting = threading.RLock()
         self.conf = _DeferredConf(self)
         self.sparkContext = _DeferredContext(self)
 
@@ -311,22 +313,26 @@ class DeferredSession:
         return self._session is not None
 
     def session(self) -> SparkSession:
-        """The real session, started now if it was not yet."""
-        if self._session is None:
-            session = self._plan.start()
-            for key, value in self._sets:
-                session.conf.set(key, value)
-            for step in self._steps:
-                step(session)
-            self._session = session
-        return self._session
+        """The real session, started now if it was not yet (by one thread: another that
+        asks meanwhile, such as the batch job's worker warm-up, waits for it)."""
+        with self._starting:
+            if self._session is None:
+                session = self._plan.start()
+                for key, value in self._sets:
+                    session.conf.set(key, value)
+                for step in self._steps:
+                    step(session)
+                self._session = session
+            return self._session
 
     def when_started(self, step: Callable[[SparkSession], None]) -> None:
         """Run ``step`` on the real session when it starts (now, if it runs)."""
-        if self._session is not None:
-            step(self._session)
-        else:
-            self._steps.append(step)
+        with self._starting:
+            session = self._session
+            if session is None:
+                self._steps.append(step)
+                return
+        step(session)
 
     def stop(self) -> None:
         """Stop the real session, if it started."""
@@ -363,11 +369,13 @@ class _DeferredConf:
 
     def set(self, key: str, value: Any) -> None:
         owner = self._owner
-        if owner._session is not None:
-            owner._session.conf.set(key, value)
-        else:
-            owner._view[key] = str(value)
-            owner._sets.append((key, str(value)))
+        with owner._starting:
+            session = owner._session
+            if session is None:
+                owner._view[key] = str(value)
+                owner._sets.append((key, str(value)))
+                return
+        session.conf.set(key, value)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._owner.session().conf, name)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,22 @@ def test_only_a_local_master_is_deferred() -> None:
                    "local-cluster[2,1,1024]", "localhost"):
         assert local_parallelism(master) is None
         assert not _plan("t", master, None, None, delta=False, kafka=False).deferrable()
+
+
+def test_two_threads_that_need_spark_at_once_start_it_once(spark: Any) -> None:
+    """The batch job's worker warm-up starts the session on its own thread while the main
+    thread goes on: whichever asks second waits, and the start's steps run once."""
+    import threading
+
+    deferred = DeferredSession(_plan("deferred-threads", "local[2]", None, None,
+                                     delta=False, kafka=False))
+    started: list[Any] = []
+    deferred.when_started(lambda session: (time.sleep(0.5), started.append(session)))
+    counts: list[int] = []
+    threads = [threading.Thread(target=lambda: counts.append(deferred.range(2).count()))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counts == [2, 2, 2] and started == [spark]
