@@ -233,7 +233,8 @@ def test_live_from_a_relay_with_another_one_down(spark: Any, tmp_path: Path, rel
 
 
 def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: Any,
-                                             sample: tuple[Any, dict[str, str]]) -> None:
+                                             sample: tuple[Any, dict[str, str]],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Every genuine SNAP event of the sample a relay keeps, published, fetched and
     ingested live, gets the verdict of its label. Left out: events with an expiration tag
     (the sample's are in the past by now, so the relay refuses them) and the replays of
@@ -292,6 +293,14 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
            for r in table(lake, "nostr_events")}
     assert not never_stored & set(got)  # ephemeral events never come from a fetch
     assert got == {k: v for k, v in expected.items() if k in got}
+    # those few deliveries were checked on the driver; checked in Spark tasks instead
+    # (another lake, the same relay), they get the same verdicts
+    with monkeypatch.context() as patched:
+        patched.setenv("SNAP_SPARK_LOCAL_LAND_BYTES", "0")
+        ingest(spark, str(tmp_path / "in-spark"), relays=[relay.url],
+               keyring=Keyring.load(paths["keyring"]), timeout=10.0)
+    assert {r["event_key"]: (r["verdict"], r["error_code"])
+            for r in table(tmp_path / "in-spark", "nostr_events")} == got
     stored = {k for k, v in expected.items() if v[0] not in (
         "valid", "identity_mismatch", "invalid_card", "card_identity_mismatch")
         or v[1] is not None}
