@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from snap_spark import jvm_archive
 
@@ -161,8 +161,6 @@ def deferred_session(
     plan = _plan(app_name, master, extra_conf, None, delta=None, kafka=None)
     if not plan.deferrable():
         return plan.start()
-    from typing import cast
-
     # a stand-in with the session's interface: every attribute it does not answer itself
     # is the real session's (DeferredSession.__getattr__)
     return cast("SparkSession", DeferredSession(plan))

@@ -963,6 +963,7 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
            ) -> list[dict[str, Any]]:
     """Fetch from every relay (resuming), report each, verify the deliveries."""
     from snap_spark.nostr.client import fetch_events
+    from snap_spark.pipeline.commit import local_land_bytes
 
     now = time.time()
     points: int | dict[str, int] | None = since
@@ -986,8 +987,6 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
     table = pa.Table.from_pylist(deliveries, schema=pa.schema([
         pa.field("event_json", pa.string()), pa.field("relay", pa.string()),
         pa.field("received_at", pa.float64())]))
-    from snap_spark.pipeline.commit import local_land_bytes
-
     if sum(len(d["event_json"]) for d in deliveries) <= local_land_bytes():
         # as few bytes as a batch run lands on the driver: checked here, in the order
         # Spark's tasks would give them (a job whose session has not started needs none)

@@ -56,13 +56,14 @@ def auto_verify_threads(spark: SparkSession) -> int:
     Measured on 2 cores, 200k lines: local[1] 13.5 s -> 10.6 s with 2 threads; local[2]
     7.6 s either way (bench/README.md).
     """
+    from snap_spark.session import local_parallelism
+
     task_cpus = int(spark.conf.get("spark.task.cpus", "1") or 1)
     master = str(spark.sparkContext.master)
-    if master.startswith("local["):
-        spec = master[len("local["):].split(",")[0].rstrip("]")
-        cores = os.cpu_count() or 1
-        slots = cores if spec == "*" else max(1, int(spec))
-        return max(task_cpus, cores // slots)
+    # local[N] and local[*] (a bare "local" keeps one thread per task, as it always did)
+    slots = local_parallelism(master) if master != "local" else None
+    if slots is not None:
+        return max(task_cpus, (os.cpu_count() or 1) // max(1, slots))
     return max(1, task_cpus)
 
 

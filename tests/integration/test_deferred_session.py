@@ -144,3 +144,24 @@ def test_two_threads_that_need_spark_at_once_start_it_once(spark: Any) -> None:
     for thread in threads:
         thread.join()
     assert counts == [2, 2, 2] and started == [spark]
+
+
+def test_verify_threads_follow_the_local_master_s_slots() -> None:
+    """The batch job's verify threads per task (the cores a slot owns) read from a session
+    that has not started: local[1] verifies on every core, local[*] on one per task."""
+    from snap_spark.pipeline.job import auto_verify_threads
+
+    cores = os.cpu_count() or 1
+
+    def threads(master: str, **conf: str) -> int:
+        plan = _plan("threads", master, dict(conf), None, delta=False, kafka=False)
+        deferred: Any = DeferredSession(plan)
+        got = auto_verify_threads(deferred)
+        assert not deferred.started
+        return got
+
+    assert threads("local[1]") == cores
+    assert threads("local[1, 3]") == cores
+    assert threads("local[*]") == threads(f"local[{cores}]") == 1
+    assert threads("local") == 1
+    assert threads("local[1]", **{"spark.task.cpus": str(cores + 2)}) == cores + 2
