@@ -10,22 +10,48 @@
 //! weights before choosing its signature.
 
 use std::os::raw::c_int;
+use std::sync::Arc;
 
 use secp256k1::schnorr::Signature;
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
 
 extern "C" {
+    fn snap_bip340_key_table_size() -> usize;
+    fn snap_bip340_key_table(key_x: *const u8, table: *mut u8) -> c_int;
     fn snap_bip340_batch_verify(sigs: *const u8, chals: *const u8, weights: *const u8,
-                                key_of: *const u32, n: usize, keys: *const u8, k: usize) -> c_int;
+                                key_of: *const u32, n: usize, tables: *const *const u8,
+                                k: usize) -> c_int;
 }
 
-/// One signature to check: the key's x coordinate, the parsed key, r || s, the 32-byte
-/// message (SNAP signs a SHA-256 digest).
+/// A key's odd multiples, as the batch sum reads them (`csrc/bip340_batch.c`): built once
+/// per key and kept with it in the checking thread's cache (`check::KeyCache`).
+pub struct KeyTable(Box<[u8]>);
+
+impl KeyTable {
+    /// The table of the x-only key `key_x`, or `None` when `key_x` is no curve point's x.
+    pub fn of(key_x: &[u8; 32]) -> Option<KeyTable> {
+        // SAFETY: the buffer holds the size the C side asks for; it writes no more.
+        unsafe {
+            let mut table = vec![0u8; snap_bip340_key_table_size()].into_boxed_slice();
+            (snap_bip340_key_table(key_x.as_ptr(), table.as_mut_ptr()) == 1).then_some(KeyTable(table))
+        }
+    }
+}
+
+impl std::fmt::Debug for KeyTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyTable")
+    }
+}
+
+/// One signature to check: the key's x coordinate, the parsed key and its table, r || s,
+/// the 32-byte message (SNAP signs a SHA-256 digest).
 #[derive(Debug)]
 pub struct Pending {
     pub key_x: [u8; 32],
     pub key: XOnlyPublicKey,
+    pub table: Arc<KeyTable>,
     pub sig: [u8; 64],
     pub msg: [u8; 32],
 }
@@ -86,6 +112,7 @@ pub fn batch_holds(items: &[&Pending]) -> bool {
     let mut seed = Sha256::new();
     seed.update(b"snap-spark/bip340-batch");
     let mut keys: Vec<[u8; 32]> = Vec::new();
+    let mut tables: Vec<*const u8> = Vec::new();
     let mut key_of: Vec<u32> = Vec::with_capacity(n);
     let mut sigs: Vec<u8> = Vec::with_capacity(64 * n);
     let mut chals: Vec<u8> = Vec::with_capacity(32 * n);
@@ -95,6 +122,7 @@ pub fn batch_holds(items: &[&Pending]) -> bool {
             Some(found) => found,
             None => {
                 keys.push(item.key_x);
+                tables.push(item.table.0.as_ptr());
                 keys.len() - 1
             }
         };
@@ -118,10 +146,11 @@ pub fn batch_holds(items: &[&Pending]) -> bool {
         weights.extend_from_slice(&weight.finalize()[..16]);
     }
     // SAFETY: every buffer holds exactly what the C function reads: n * 64, n * 32,
-    // n * 16 bytes and n indices, all below k = keys.len() / 32.
+    // n * 16 bytes and n indices, all below k = tables.len(); each table is a whole one
+    // (`KeyTable::of`) and lives in `items` for the call.
     unsafe {
         snap_bip340_batch_verify(sigs.as_ptr(), chals.as_ptr(), weights.as_ptr(), key_of.as_ptr(), n,
-                                 keys.as_ptr().cast::<u8>(), keys.len()) == 1
+                                 tables.as_ptr(), tables.len()) == 1
     }
 }
 

@@ -7,12 +7,12 @@
 //! elsewhere) 2002 a request without `sig` and 2001 a signature that does not verify.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
 
-use crate::batch::{verify_all, Pending};
+use crate::batch::{verify_all, KeyTable, Pending};
 use crate::jcs;
 use crate::json::{self, json_type, Doc, JStr, Node, Num, ParseError};
 use crate::text::{fmt_seconds, table_text};
@@ -72,8 +72,9 @@ pub struct LineOut {
     pub pending: Option<Pending>,
 }
 
-/// Decoded P2TR addresses and parsed x-only keys (a parse lifts the point: a square root
-/// in the field), each at most `CACHED` entries.
+/// Decoded P2TR addresses (at most `CACHED`) and parsed x-only keys with their tables of
+/// multiples for the batch sum (at most `KEYS_CACHED`; a parse lifts the point, a square
+/// root in the field, and a table costs about fifteen point additions).
 ///
 /// A checking thread takes one from a pool kept for the process and gives it back when its
 /// range is done (`take`, `give_back`), so the agents of one batch are known to the next:
@@ -82,11 +83,15 @@ pub struct LineOut {
 #[derive(Default)]
 pub struct KeyCache {
     addresses: HashMap<Vec<u8>, Result<(bool, [u8; 32]), String>>,
-    keys: HashMap<[u8; 32], Option<XOnlyPublicKey>>,
+    keys: HashMap<[u8; 32], Option<(XOnlyPublicKey, Arc<KeyTable>)>>,
 }
 
-/// Entries each map of a `KeyCache` holds at most (about 10 MB in all).
+/// Addresses a `KeyCache` holds at most (about 6 MB).
 const CACHED: usize = 1 << 16;
+/// Keys a `KeyCache` holds at most (about 1.2 KB each with its table, 20 MB in all); when
+/// full it starts again empty, so that the agents of the traffic now flowing are the ones
+/// kept.
+const KEYS_CACHED: usize = 1 << 14;
 /// Caches kept between batches: one per checking thread at most.
 static POOL: Mutex<Vec<KeyCache>> = Mutex::new(Vec::new());
 /// Caches the pool keeps at most.
@@ -118,14 +123,16 @@ impl KeyCache {
         result
     }
 
-    fn key(&mut self, program: &[u8; 32]) -> Option<XOnlyPublicKey> {
+    fn key(&mut self, program: &[u8; 32]) -> Option<(XOnlyPublicKey, Arc<KeyTable>)> {
         if let Some(hit) = self.keys.get(program) {
-            return *hit;
+            return hit.clone();
         }
-        let key = XOnlyPublicKey::from_byte_array(*program).ok();
-        if self.keys.len() < CACHED {
-            self.keys.insert(*program, key);
+        let key = XOnlyPublicKey::from_byte_array(*program).ok()
+            .and_then(|key| KeyTable::of(program).map(|table| (key, Arc::new(table))));
+        if self.keys.len() >= KEYS_CACHED {
+            self.keys.clear();
         }
+        self.keys.insert(*program, key.clone());
         key
     }
 }
@@ -592,7 +599,7 @@ fn check_message(doc: &Doc, msg: u32, record: &Record, clock: Clock, max_drift: 
         }
         return;
     }
-    let Some(key) = keys.key(&program) else {
+    let Some((key, table)) = keys.key(&program) else {
         out.auth_code = Some(SIGNATURE_INVALID);
         out.auth_detail = Some("from's witness program is not a valid x-only public key".into());
         return;
@@ -619,7 +626,7 @@ fn check_message(doc: &Doc, msg: u32, record: &Record, clock: Clock, max_drift: 
         let nibble = |c: u8| if c.is_ascii_digit() { c - b'0' } else { c - b'a' + 10 };
         sig[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
     }
-    out.pending = Some(Pending { key_x: program, key, sig, msg: digest });
+    out.pending = Some(Pending { key_x: program, key, table, sig, msg: digest });
 }
 
 /// All checks of one line but the signature verify itself (left in `pending` for

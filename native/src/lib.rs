@@ -398,7 +398,8 @@ fn pending_of(items: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> PyResult<Vec<Option<batc
         let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| PyValueError::new_err("a signature is 64 bytes"))?;
         let msg: [u8; 32] = msg.as_slice().try_into().map_err(|_| PyValueError::new_err("a message is 32 bytes"))?;
         Ok(secp256k1::XOnlyPublicKey::from_byte_array(key_x).ok()
-            .map(|key| batch::Pending { key_x, key, sig, msg }))
+            .and_then(|key| batch::KeyTable::of(&key_x).map(|table| (key, table)))
+            .map(|(key, table)| batch::Pending { key_x, key, table: std::sync::Arc::new(table), sig, msg }))
     }).collect()
 }
 

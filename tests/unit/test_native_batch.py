@@ -5,8 +5,8 @@ The native core checks signatures in batches (``native/src/batch.rs``,
 tests hold it to libsecp256k1's one-signature verify as coincurve calls it, which is an
 independent build of the library used here as the reference:
 
-- every batch of valid signatures holds, at every size (Strauss and Pippenger sums), with one
-  key, a few keys or many;
+- every batch of valid signatures holds, at every size, with one key, a few keys or many
+  (each key's table of multiples built by the C side, as the checking threads keep them);
 - one bad signature anywhere in a batch breaks it, for each way a signature can be bad:
   a flipped bit, ``s`` negated, ``r`` not below p or not an x-coordinate, ``s`` not below
   the group order, a signature made with an odd-y nonce point, another key, another message;
@@ -163,7 +163,7 @@ def test_one_bad_signature_breaks_a_batch(native: ModuleType, way: str) -> None:
         assert reference(bad) == expected
         assert native.verify_signatures(bad) == expected, (way, position)
         assert native.verify_signatures(bad, batched=False) == expected, (way, position)
-    # and in a batch large enough for Pippenger's sum
+    # and in a large batch
     big = [good(i % 5, i) for i in range(200)]
     big[137] = corrupt(big[137], way, rng)
     assert not native.batch_holds(big), way
