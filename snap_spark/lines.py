@@ -25,7 +25,7 @@ import io
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 from snap_spark import storage
 
@@ -137,6 +137,12 @@ class _LineSplitter:
         self.pending_bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
+        for lines in self.lists():
+            yield from lines
+
+    def lists(self) -> Iterator[list[bytes]]:
+        """The lines in lists, one per chunk read that ends at least one line (the reader
+        of a batch takes them whole, not a line at a time)."""
         pending: list[bytes] = []
         while True:
             chunk = self._read(self._chunk_bytes)
@@ -151,13 +157,13 @@ class _LineSplitter:
                     parts[0] = b"".join(pending)
                     pending = []
                     self.pending_bytes = 0
-                yield from parts
+                yield parts
             if tail:
                 pending.append(tail)
                 self.pending_bytes += len(tail)
         if pending:  # the file does not end in b"\n": its last line still counts
             self.pending_bytes = 0
-            yield b"".join(pending)
+            yield [b"".join(pending)]
 
 
 class _Readable(Protocol):
@@ -239,6 +245,27 @@ def iter_file_lines(
         [(1, b'{"a":1}\\r', None), (2, b'', None), (3, b'last', None)]
         >>> os.unlink(f.name)
     """
+    for first, raws, error in iter_file_line_lists(path, start, end, first_line_no):
+        for offset, raw in enumerate(raws):
+            yield first + offset, raw, error
+
+
+def iter_file_line_lists(
+    path: str, start: int = 0, end: int | None = None, first_line_no: int = 1
+) -> Iterator[tuple[int, list[bytes | None], str | None]]:
+    """:func:`iter_file_lines` in lists: ``(line_no of the first, raws, None)``, a list per
+    chunk read, then for a damaged gzip stream one last ``(line_no, [None], message)``.
+    The same lines, numbers and message as :func:`iter_file_lines` (which is built on it);
+    a reader that batches lines takes them a list at a time.
+
+    Examples:
+        >>> import tempfile, os
+        >>> with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as f:
+        ...     _ = f.write(b'a\\nb\\nc')
+        >>> list(iter_file_line_lists(f.name, first_line_no=5))
+        [(5, [b'a', b'b'], None), (7, [b'c'], None)]
+        >>> os.unlink(f.name)
+    """
     line_no = first_line_no - 1
     gz = path.lower().endswith(".gz")
     if gz and start:
@@ -253,13 +280,13 @@ def iter_file_lines(
             read = _bounded_reader(stream, start, end)
         splitter = _LineSplitter(read, chunk_bytes)
         try:
-            for raw in splitter:
-                line_no += 1
-                yield line_no, raw, None
+            for raws in splitter.lists():
+                yield line_no + 1, cast("list[bytes | None]", raws), None
+                line_no += len(raws)
         except _GZIP_DAMAGE as exc:
             yield (
                 line_no + 1,
-                None,
+                [None],
                 f"corrupt or truncated gzip file {path}: {type(exc).__name__}: {exc} "
                 f"(after line {line_no} and {splitter.bytes_read} decompressed bytes; "
                 f"{splitter.pending_bytes} bytes of an unterminated partial line discarded)",

@@ -19,7 +19,7 @@ pub mod text;
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+use arrow_array::builder::{BinaryBuilder, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
                            TimestampMicrosecondBuilder};
 use arrow_array::ffi::{from_ffi, to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{make_array, Array, ArrayRef, BinaryArray, Float64Array, Int64Array, LargeBinaryArray,
@@ -437,12 +437,51 @@ fn batch_holds(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>) -> PyRes
     Ok(py.detach(|| batch::batch_holds(&pending.iter().flatten().collect::<Vec<_>>())))
 }
 
+/// line_text(lines)
+///
+/// The `raw_text` and `raw_bytes` columns of `raw_messages` for an Arrow array of raw lines
+/// (binary or string; null for an unreadable line), as `(schema, array)` capsules of a struct
+/// array: a valid UTF-8 line's text and a null; an invalid line's text with U+FFFD for each
+/// maximal invalid subpart (what Python's `bytes.decode("utf-8", "replace")` gives) and its
+/// exact bytes; a null line two nulls. `snap_spark.udfs.verify.line_text` is the reference.
+#[pyfunction]
+fn line_text<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Capsules<'py>> {
+    let lines = lines_of(import_array(lines)?)?;
+    let columns = py.detach(|| {
+        let n = lines.len();
+        let mut texts = StringBuilder::with_capacity(n, 0);
+        let mut exact = BinaryBuilder::new();
+        for i in 0..n {
+            match lines.get(i) {
+                None => {
+                    texts.append_null();
+                    exact.append_null();
+                }
+                Some(raw) => match std::str::from_utf8(raw) {
+                    Ok(text) => {
+                        texts.append_value(text);
+                        exact.append_null();
+                    }
+                    Err(_) => {
+                        texts.append_value(String::from_utf8_lossy(raw));
+                        exact.append_value(raw);
+                    }
+                },
+            }
+        }
+        struct_of(vec![("raw_text", Arc::new(texts.finish()) as ArrayRef),
+                       ("raw_bytes", Arc::new(exact.finish()) as ArrayRef)])
+    });
+    export(py, columns)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_batch, m)?)?;
     m.add_function(wrap_pyfunction!(fold_tasks, m)?)?;
     m.add_function(wrap_pyfunction!(verify_signatures, m)?)?;
     m.add_function(wrap_pyfunction!(batch_holds, m)?)?;
+    m.add_function(wrap_pyfunction!(line_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

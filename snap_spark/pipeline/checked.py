@@ -35,7 +35,7 @@ from snap_spark.protocol.verdict import (
     VALID,
 )
 from snap_spark.settings import VerifySettings
-from snap_spark.udfs.verify import check_arrow, line_text
+from snap_spark.udfs.verify import check_arrow, line_text_arrow
 
 #: Latest instant a ``timestamp`` column holds (9999-12-31T23:59:59Z), in unix seconds.
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
@@ -143,13 +143,12 @@ def _constant(value: Any, type_: pa.DataType, count: int) -> pa.Array:
 
 def _raw_text(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Array]:
     """``(raw_text, raw_bytes)`` columns: the text of each line, and its exact bytes only when
-    it is not valid UTF-8 (Arrow validates a whole batch at once; Python decodes per line
-    only for a batch that has such a line)."""
+    it is not valid UTF-8 (Arrow validates a whole batch at once; a batch that has such a
+    line is decoded line by line, by the native core when it is built)."""
     try:
         return raw.cast(pa.string()), pa.nulls(len(raw), pa.binary())
     except pa.ArrowInvalid:
-        texts, exact = line_text(raws)
-        return pa.array(texts, pa.string()), pa.array(exact, pa.binary())
+        return line_text_arrow(raw, raws)
 
 
 def raw_rows(meta: RowMeta, checked: CheckedLines) -> pa.RecordBatch:

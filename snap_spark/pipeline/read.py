@@ -28,7 +28,9 @@ task and, failing that, fails the job loudly.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -49,6 +51,7 @@ from snap_spark.lines import (
     INPUT_SUFFIXES,
     LineRange,
     is_input_file_name,
+    iter_file_line_lists,
     iter_file_lines,
     list_input_files,
     plan_line_ranges,
@@ -146,34 +149,87 @@ def iter_line_lists(
     first_line: int = 1,
 ) -> Iterator[tuple[list[int], list[bytes | None], list[str | None] | None]]:
     """The batches of :func:`iter_line_batches` as Python lists ``(line_nos, raws,
-    errors)``; ``errors`` is ``None`` when no line of the batch has one."""
+    errors)``; ``errors`` is ``None`` when no line of the batch has one.
+
+    The lines come a read chunk at a time (:func:`iter_file_line_lists`) and are taken into
+    a batch by slices, not one by one; a chunk with a line too long for Spark, or the record
+    of a damaged gzip stream, goes line by line. Either way a batch ends at the same line.
+    """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     max_line_bytes = MAX_SPARK_BINARY_BYTES
-    line_nos: list[int] = []
-    raws: list[bytes | None] = []
-    errors: list[str | None] | None = None  # allocated on the first error only
-    batch_bytes = 0
-    for line_no, raw, error in iter_file_lines(path, start, end, first_line):
-        size = 0 if raw is None else len(raw)
-        if size > max_line_bytes:
-            error = (
-                f"line {line_no} of {path} has {size} bytes, more than a Spark binary "
-                f"value can hold ({max_line_bytes})"
-            )
-            raw, size = None, 0
-        if error is not None and errors is None:
-            errors = [None] * len(raws)
-        line_nos.append(line_no)
-        raws.append(raw)
-        if errors is not None:
-            errors.append(error)
-        batch_bytes += size
-        if len(raws) >= batch_rows or batch_bytes >= max_batch_bytes:
-            yield line_nos, raws, errors
-            line_nos, raws, errors, batch_bytes = [], [], None, 0
-    if raws:
-        yield line_nos, raws, errors
+    batch = _LineBatch()
+    for first, part, read_error in iter_file_line_lists(path, start, end, first_line):
+        if read_error is None and max(map(len, part), default=0) <= max_line_bytes:  # type: ignore[arg-type]
+            taken = 0
+            while taken < len(part):
+                count, size, full = _slice_of(part, taken, batch_rows - len(batch.raws),
+                                              max_batch_bytes - batch.bytes)
+                batch.extend(first + taken, part[taken:taken + count], size)
+                taken += count
+                if full:
+                    yield batch.take()
+            continue
+        for offset, raw in enumerate(part):
+            line_no, error = first + offset, read_error
+            size = 0 if raw is None else len(raw)
+            if size > max_line_bytes:
+                error = (
+                    f"line {line_no} of {path} has {size} bytes, more than a Spark binary "
+                    f"value can hold ({max_line_bytes})"
+                )
+                raw, size = None, 0
+            batch.add(line_no, raw, error, size)
+            if len(batch.raws) >= batch_rows or batch.bytes >= max_batch_bytes:
+                yield batch.take()
+    if batch.raws:
+        yield batch.take()
+
+
+class _LineBatch:
+    """The lines of the batch :func:`iter_line_lists` is filling."""
+
+    def __init__(self) -> None:
+        self.line_nos: list[int] = []
+        self.raws: list[bytes | None] = []
+        self.errors: list[str | None] | None = None  # allocated on the first error only
+        self.bytes = 0
+
+    def add(self, line_no: int, raw: bytes | None, error: str | None, size: int) -> None:
+        if error is not None and self.errors is None:
+            self.errors = [None] * len(self.raws)
+        self.line_nos.append(line_no)
+        self.raws.append(raw)
+        if self.errors is not None:
+            self.errors.append(error)
+        self.bytes += size
+
+    def extend(self, first: int, raws: list[bytes | None], size: int) -> None:
+        """Lines ``first, first + 1, ...`` without errors, of ``size`` bytes in all."""
+        self.line_nos.extend(range(first, first + len(raws)))
+        self.raws.extend(raws)
+        if self.errors is not None:
+            self.errors.extend([None] * len(raws))
+        self.bytes += size
+
+    def take(self) -> tuple[list[int], list[bytes | None], list[str | None] | None]:
+        """The batch's lists; the batch starts again empty."""
+        out = (self.line_nos, self.raws, self.errors)
+        self.line_nos, self.raws, self.errors, self.bytes = [], [], None, 0
+        return out
+
+
+def _slice_of(part: list[bytes | None], at: int, rows: int, bytes_left: int
+              ) -> tuple[int, int, bool]:
+    """How many lines of ``part`` from ``at`` a batch with room for ``rows`` lines and
+    ``bytes_left`` bytes takes: ``(count, their bytes, whether the batch is then full)``.
+    A batch is full at its last row, or at the first line that brings it to its bytes."""
+    stop = min(len(part), at + rows)
+    sizes = list(itertools.accumulate(map(len, itertools.islice(part, at, stop))))  # type: ignore[arg-type]
+    reached = bisect.bisect_left(sizes, bytes_left)
+    if reached < len(sizes):
+        return reached + 1, sizes[reached], True
+    return stop - at, sizes[-1] if sizes else 0, stop - at == rows
 
 
 def iter_line_batches(path: str, batch_rows: int = DEFAULT_BATCH_ROWS,

@@ -330,6 +330,26 @@ def line_text(raws: list[bytes | None]) -> tuple[list[str | None], list[bytes | 
     return texts, exact
 
 
+def line_text_arrow(raw: pa.Array, raws: list[bytes | None]) -> tuple[pa.Array, pa.Array]:
+    """:func:`line_text` as Arrow columns, for the Arrow array ``raw`` of the lines ``raws``:
+    by the native core when it is built (one pass in Rust, the same values), else by
+    :func:`line_text`.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> raws = [b"ok", b"bad \\xff", None]
+        >>> text, exact = line_text_arrow(pa.array(raws, pa.binary()), raws)
+        >>> text.to_pylist() == ["ok", "bad \\ufffd", None], exact.to_pylist()
+        (True, [None, b'bad \\xff', None])
+    """
+    core = native_core()
+    if core is None:
+        texts, exact = line_text(raws)
+        return pa.array(texts, pa.string()), pa.array(exact, pa.binary())
+    columns = pa.array(arrow_capsules(*core.line_text(raw)))
+    return columns.field("raw_text"), columns.field("raw_bytes")
+
+
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 

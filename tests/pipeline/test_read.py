@@ -112,6 +112,78 @@ def test_iter_line_batches_caps_rows_and_bytes(tmp_path: Path) -> None:
     assert [v for b in batches for v in b.column("raw").to_pylist()] == lines
 
 
+def reference_batches(path: str, lines: list[bytes], batch_rows: int, max_batch_bytes: int,
+                      max_line: int) -> list[tuple[list[int], list[bytes | None], list[Any] | None]]:
+    """The batching rule written line by line, on its own: a line over ``max_line`` bytes
+    is a ``None`` with an error naming its size; a batch closes at its ``batch_rows``-th
+    line or at the first line that brings its bytes to ``max_batch_bytes``."""
+    out: list[tuple[list[int], list[bytes | None], list[Any] | None]] = []
+    nos: list[int] = []
+    raws: list[bytes | None] = []
+    errors: list[Any] = []
+    size = 0
+    for no, line in enumerate(lines, start=1):
+        if len(line) > max_line:
+            raws.append(None)
+            errors.append(f"line {no} of {path} has {len(line)} bytes")
+        else:
+            raws.append(line)
+            errors.append(None)
+            size += len(line)
+        nos.append(no)
+        if len(raws) >= batch_rows or size >= max_batch_bytes:
+            out.append((nos, raws, errors if any(errors) else None))
+            nos, raws, errors, size = [], [], [], 0
+    if raws:
+        out.append((nos, raws, errors if any(errors) else None))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=60),
+    chunk=st.integers(min_value=1, max_value=40),
+    batch_rows=st.integers(min_value=1, max_value=9),
+    max_batch_bytes=st.integers(min_value=1, max_value=60),
+    max_line=st.integers(min_value=4, max_value=20),
+)
+def test_batches_close_where_the_line_by_line_rule_closes_them(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], chunk: int, batch_rows: int,
+    max_batch_bytes: int, max_line: int,
+) -> None:
+    """The reader takes a read chunk's lines into a batch by slices; its batches, numbers
+    and error rows equal the rule applied one line at a time, for any chunk size (lines
+    spanning chunks), caps met mid-chunk, and lines too long for Spark among them."""
+    from snap_spark import lines as splitter_module
+
+    path = write(tmp_path_factory.mktemp("batches") / "f.jsonl", b"\n".join(lines))
+    lines = reference_lines(b"\n".join(lines))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(splitter_module, "READ_CHUNK_BYTES", chunk)
+        patch.setattr(source, "MAX_SPARK_BINARY_BYTES", max_line)
+        got = list(source.iter_line_lists(str(path), batch_rows, max_batch_bytes))
+    expected = reference_batches(str(path), lines, batch_rows, max_batch_bytes, max_line)
+    assert [(nos, raws) for nos, raws, _ in got] == [(nos, raws) for nos, raws, _ in expected]
+    for (_, _, errors), (_, _, wanted) in zip(got, expected, strict=True):
+        assert (errors is None) == (wanted is None)
+        if errors is not None and wanted is not None:
+            assert [e is None for e in errors] == [w is None for w in wanted]
+            assert all(e.startswith(w) for e, w in zip(errors, wanted, strict=True) if w)
+
+
+def test_a_damaged_gzip_stream_ends_the_last_batch_with_its_error_row(tmp_path: Path) -> None:
+    lines = padded_lines(5000)
+    blob = gzip.compress(b"\n".join(lines) + b"\n")
+    path = write(tmp_path / "t.jsonl.gz", blob[: len(blob) // 2])
+    batches = list(source.iter_line_lists(str(path), batch_rows=1000))
+    nos = [n for b in batches for n in b[0]]
+    raws = [r for b in batches for r in b[1]]
+    assert nos == list(range(1, len(nos) + 1)) and raws[:-1] == lines[: len(raws) - 1]
+    assert raws[-1] is None and all(b[2] is None for b in batches[:-1])
+    *fine, last_error = batches[-1][2] or [None]
+    assert all(e is None for e in fine) and last_error is not None and "EOFError" in last_error
+
+
 def test_line_too_long_for_spark_becomes_error_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1006,3 +1006,26 @@ def test_report_deferrals() -> None:
     """Not a check: prints the deferral counts (run with ``-s``)."""
     print("\nnative core: deferred lines per corpus:",
           json.dumps(dict(sorted(DEFERRED.items())), indent=1))
+
+
+# --------------------------------------------------------------------------- raw_text
+
+#: Pieces of broken UTF-8: truncated sequences, surrogates, overlong forms, bytes that never
+#: start a character, code points above U+10FFFF; joined to valid text in any order.
+BROKEN_UTF8 = (b"\xff", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\x80",
+               b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xf5\x80", b"\x80", b"\xbf\xbf")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.none() | st.binary(max_size=24)
+                | st.lists(st.sampled_from(BROKEN_UTF8) | st.text(max_size=4).map(str.encode),
+                           max_size=6).map(b"".join), max_size=30))
+def test_line_text_equals_the_reference(raws: list[bytes | None]) -> None:
+    """``raw_messages.raw_text``/``raw_bytes`` of a batch with a line that is not UTF-8 are
+    built by the native core's ``line_text``: each line's text and exact bytes equal
+    ``verify.line_text`` (Python's ``decode("utf-8", "replace")``), U+FFFD for U+FFFD."""
+    with _native_on():
+        text, exact = verify.line_text_arrow(pa.array(raws, pa.binary()), raws)
+    texts, exacts = verify.line_text(raws)
+    assert text.to_pylist() == texts
+    assert exact.to_pylist() == exacts
