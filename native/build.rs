@@ -1,8 +1,10 @@
 //! Compiles `csrc/bip340_batch.c` (BIP-340 batch verification) against the libsecp256k1
 //! source that the `secp256k1-sys` crate vendors and builds: the batch check needs the
-//! library's internal multi-scalar multiplication, which its public API does not offer.
-//! The C file includes only `static` internals, so its object defines one public symbol
-//! (`snap_bip340_batch_verify`) and links to the tables secp256k1-sys already compiled.
+//! library's internal field and group arithmetic (and its G tables), which its public API
+//! does not offer.
+//! The C file includes only `static` internals, so its object defines only its own public
+//! symbols (`snap_bip340_key_table_size`, `snap_bip340_key_table`,
+//! `snap_bip340_batch_verify`) and links to the tables secp256k1-sys already compiled.
 
 use std::env;
 use std::path::{Path, PathBuf};

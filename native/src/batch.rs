@@ -1,9 +1,10 @@
 //! BIP-340 batch verification (check 8 over many lines at once).
 //!
-//! `csrc/bip340_batch.c` checks a batch with one multi-scalar multiplication of
-//! libsecp256k1. A batch that fails is split in halves and re-checked, down to single
-//! verifies, so every `false` comes from libsecp256k1's own one-signature verify and a
-//! batch only ever says "all of these verify" (wrong with a probability of about 2^-128).
+//! `csrc/bip340_batch.c` checks a batch with one multi-scalar multiplication over
+//! libsecp256k1's arithmetic, reading each key's multiples from its `KeyTable`. A batch
+//! that fails is split in halves and re-checked, down to single verifies, so every `false`
+//! comes from libsecp256k1's own one-signature verify and a batch only ever says "all of
+//! these verify" (wrong with a probability of about 2^-128).
 //!
 //! The weights come from SHA-256 over the whole batch (keys, signatures and messages),
 //! as BIP-340 allows: the verdicts are reproducible, and a signer cannot know a batch's
