@@ -40,6 +40,13 @@ impl KeyTable {
     }
 }
 
+/// The x-only key `key_x` parsed for the single verify and with its table for the batch
+/// sum, or `None` when `key_x` is no curve point's x.
+pub fn parse_key(key_x: &[u8; 32]) -> Option<(XOnlyPublicKey, Arc<KeyTable>)> {
+    let key = XOnlyPublicKey::from_byte_array(*key_x).ok()?;
+    Some((key, Arc::new(KeyTable::of(key_x)?)))
+}
+
 impl std::fmt::Debug for KeyTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("KeyTable")

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use secp256k1::XOnlyPublicKey;
 use sha2::{Digest, Sha256};
 
-use crate::batch::{verify_all, KeyTable, Pending};
+use crate::batch::{parse_key, verify_all, KeyTable, Pending};
 use crate::jcs;
 use crate::json::{self, json_type, Doc, JStr, Node, Num, ParseError};
 use crate::text::{fmt_seconds, table_text};
@@ -127,8 +127,7 @@ impl KeyCache {
         if let Some(hit) = self.keys.get(program) {
             return hit.clone();
         }
-        let key = XOnlyPublicKey::from_byte_array(*program).ok()
-            .and_then(|key| KeyTable::of(program).map(|table| (key, Arc::new(table))));
+        let key = parse_key(program);
         if self.keys.len() >= KEYS_CACHED {
             self.keys.clear();
         }

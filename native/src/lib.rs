@@ -397,9 +397,7 @@ fn pending_of(items: &[(Vec<u8>, Vec<u8>, Vec<u8>)]) -> PyResult<Vec<Option<batc
         let key_x: [u8; 32] = key.as_slice().try_into().map_err(|_| PyValueError::new_err("a key is 32 bytes"))?;
         let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| PyValueError::new_err("a signature is 64 bytes"))?;
         let msg: [u8; 32] = msg.as_slice().try_into().map_err(|_| PyValueError::new_err("a message is 32 bytes"))?;
-        Ok(secp256k1::XOnlyPublicKey::from_byte_array(key_x).ok()
-            .and_then(|key| batch::KeyTable::of(&key_x).map(|table| (key, table)))
-            .map(|(key, table)| batch::Pending { key_x, key, table: std::sync::Arc::new(table), sig, msg }))
+        Ok(batch::parse_key(&key_x).map(|(key, table)| batch::Pending { key_x, key, table, sig, msg }))
     }).collect()
 }
 
