@@ -112,12 +112,15 @@ def test_iter_line_batches_caps_rows_and_bytes(tmp_path: Path) -> None:
     assert [v for b in batches for v in b.column("raw").to_pylist()] == lines
 
 
+RefBatch = tuple[list[int], list[bytes | None], list[Any] | None]
+
+
 def reference_batches(path: str, lines: list[bytes], batch_rows: int, max_batch_bytes: int,
-                      max_line: int) -> list[tuple[list[int], list[bytes | None], list[Any] | None]]:
+                      max_line: int) -> list[RefBatch]:
     """The batching rule written line by line, on its own: a line over ``max_line`` bytes
     is a ``None`` with an error naming its size; a batch closes at its ``batch_rows``-th
     line or at the first line that brings its bytes to ``max_batch_bytes``."""
-    out: list[tuple[list[int], list[bytes | None], list[Any] | None]] = []
+    out: list[RefBatch] = []
     nos: list[int] = []
     raws: list[bytes | None] = []
     errors: list[Any] = []
