@@ -22,8 +22,7 @@ The sets (:data:`JAR_SETS`):
   clear line instead of Spark's ``DATA_SOURCE_NOT_FOUND``.
 
 The command line is ``python -m snap_spark.maven_jars fetch [--force]|jars|status [SET ...]``
-(:func:`main`). :mod:`snap_spark.delta_jars` and :mod:`snap_spark.kafka_jars` are
-compatibility names for one set each (``python -m snap_spark.delta_jars jars`` still works).
+(:func:`main`).
 
 A set's cache folder is, first match wins: its environment variable (e.g.
 ``$SNAP_SPARK_KAFKA_JARS``); ``.venv/<folder>`` of this source checkout;

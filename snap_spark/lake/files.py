@@ -143,19 +143,6 @@ def partition_folder(columns: Sequence[str], values: Sequence[str | None]) -> st
     )
 
 
-def resolve_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path of a table URI or local path.
-
-    Kept for existing callers (the pipeline); new code calls :func:`snap_spark.storage.resolve`,
-    which this is.
-
-    Examples:
-        >>> resolve_filesystem("file:///lake/t/")[1]
-        '/lake/t'
-    """
-    return storage.resolve(table_uri)
-
-
 # -- statistics ---------------------------------------------------------------------------
 
 

@@ -259,7 +259,8 @@ def apply_duplicates(rows: pa.Table, duplicates: Mapping[int, str]) -> pa.Table:
     into 2006 rejections with the given detail; every other row is unchanged.
 
     Only replay candidates may be named (the replay step only decides those), so the 2006
-    replaces a valid verdict or a check 7-8 code, as :func:`final_verdict` orders them.
+    replaces a valid verdict or a check 7-8 code, as
+    :func:`~snap_spark.protocol.verdict.candidate_verdict` orders them.
     """
     if not duplicates:
         return rows

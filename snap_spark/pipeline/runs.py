@@ -34,7 +34,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from snap_spark import storage
 from snap_spark.processes import process_alive, process_start
@@ -279,8 +278,3 @@ def clean_leftovers(lake: str, tables: Sequence[str] = (), *, dry_run: bool = Fa
 def _data_files(table: str) -> list[str]:
     """Every Parquet file under a table folder (partition folders included, the log not)."""
     return storage.list_files(table, (".parquet",))
-
-
-def describe(marker: RunMarker) -> dict[str, Any]:
-    """A marker as plain values (for listings)."""
-    return dict(marker.__dict__)

@@ -36,10 +36,6 @@ _SORT = orjson.OPT_SORT_KEYS
 FAST_FLOAT_MIN = 1e-5
 
 
-class _Slow(Exception):
-    """Internal marker: the value needs the pure JCS serializer."""
-
-
 def normalize(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> tuple[Any, int, bool]:
     """Return ``(normalized, depth, fast_ok)`` for a parsed JSON value.
 

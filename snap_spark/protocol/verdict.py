@@ -12,11 +12,16 @@ So the final code is: the checks 1-5 code, else 2006 when the replay step says s
 checks 7-8 code, else valid. A message is a *replay candidate* (it can be a duplicate, or be
 accepted and make later copies duplicates) exactly when checks 1-5 passed.
 
+The rule is two functions: :func:`stateless_verdict` is a line's outcome without the replay
+step (checks 1-5, then 7-8), and :func:`candidate_verdict` (:func:`candidate_code`) the
+final outcome of a replay candidate, a 2006 overriding checks 7-8, which every replay driver
+calls. :func:`snap_spark.protocol.replay.resolve` composes the two over a batch of lines.
+
 Examples:
-    >>> final_verdict(None, "", (2006, "seen"), 2001, "bad sig")
-    (2006, 'seen')
-    >>> final_verdict(1003, "not JSON", (2006, "seen"), None, "")
+    >>> stateless_verdict(1003, "not JSON", 2001, "bad sig")
     (1003, 'not JSON')
+    >>> stateless_verdict(None, "", 2001, "bad sig"), candidate_verdict(2001, "bad sig", "seen")
+    ((2001, 'bad sig'), (2006, 'seen'))
     >>> verdict_name(None), verdict_name(2001)
     ('valid', 'rejected')
     >>> is_replay_candidate(2002), is_replay_candidate(2004)
@@ -93,20 +98,6 @@ def candidate_verdict(auth_code: int | None, auth_detail: str, replay_detail: st
     if replay_detail is not None:
         return code, replay_detail
     return code, auth_detail if code is not None else ""
-
-
-def final_verdict(
-    pre_code: int | None,
-    pre_detail: str,
-    replay: tuple[int, str] | None,
-    auth_code: int | None,
-    auth_detail: str,
-) -> tuple[int | None, str]:
-    """``(code, detail)`` of a message: checks 1-5, then replay (``(2006, detail)`` or
-    ``None``), then checks 7-8. ``detail`` is ``""`` for a valid message."""
-    if pre_code is not None:
-        return pre_code, pre_detail
-    return candidate_verdict(auth_code, auth_detail, None if replay is None else replay[1])
 
 
 #: The final codes a replay candidate can have besides valid: checks 7-8, or 2006. A stored

@@ -412,25 +412,6 @@ def state_rows(progress: Mapping[str, Any] | None) -> int | None:
     return sum(int(op["numRowsTotal"]) for op in operators)
 
 
-def encode_state(state: ReplayKeyState) -> str:
-    """The JSON text a key's state is stored as.
-
-    Examples:
-        >>> s = fold_candidates(EMPTY_STATE, [ReplayCandidate(10.0, None, ["k", 1], ("f", 1))]
-        ...                     ).state
-        >>> encode_state(s)
-        '{"candidates":[[10.0,null,["k",1],["f",1],null]],"anchor":null,"horizon":null}'
-        >>> decode_state(encode_state(s)) == s
-        True
-    """
-    return orjson.dumps(state.to_plain()).decode()
-
-
-def decode_state(text: str) -> ReplayKeyState:
-    """The state :func:`encode_state` wrote."""
-    return ReplayKeyState.from_plain(orjson.loads(text))
-
-
 def expiry_ms(state: ReplayKeyState, window: float) -> int:
     """Event time (epoch ms) of the timer after which ``expire`` empties ``state``: just
     past ``max(newest candidate, anchor) + window`` (the margin absorbs float rounding).

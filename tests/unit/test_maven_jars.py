@@ -91,28 +91,6 @@ def test_submit_jars_lists_cached_sets_once_each(tmp_path: Path,
     assert missing.returncode == 1 and "not cached" in missing.stdout
 
 
-def test_the_old_module_names_still_answer(tmp_path: Path) -> None:
-    """``python -m snap_spark.delta_jars|kafka_jars fetch|jars|status`` (once documented) are
-    the one module's commands for one set, and their names its names."""
-    from snap_spark import delta_jars, kafka_jars
-
-    delta, kafka = maven_jars.DELTA, maven_jars.KAFKA
-    assert (delta, kafka) == (delta_jars.DELTA, kafka_jars.KAFKA)
-    assert kafka_jars.require_kafka_connector is maven_jars.require_kafka_connector
-    assert issubclass(kafka_jars.KafkaConnectorMissing, maven_jars.KafkaJarsError)
-    assert delta_jars.DeltaJarsError is maven_jars.DeltaJarsError
-    assert delta_jars.available(tmp_path) is None
-    delta_list = write_cache(tmp_path / "d", delta, ["ivy/jars/io.delta_delta-spark_2.13-x.jar"])
-    kafka_list = write_cache(tmp_path / "k", kafka, ["ivy/jars/org.apache.spark_spark-sql-kafka"
-                                                     "-0-10_2.13-x.jar"])
-    env = {delta.cache_env: str(tmp_path / "d"), kafka.cache_env: str(tmp_path / "k")}
-    for module, listed in (("delta_jars", delta_list), ("kafka_jars", kafka_list)):
-        jars = run_module(f"snap_spark.{module}", "jars", env=env)
-        assert jars.returncode == 0 and jars.stdout.strip() == ",".join(listed)
-        status = run_module(f"snap_spark.{module}", "status", env=env)
-        assert status.returncode == 0 and "1 cached" in status.stdout
-
-
 def test_the_kafka_connector_is_cached_for_make() -> None:
     """What ``make setup`` fetched (fails until it ran with access to Maven Central)."""
     jars = maven_jars.KAFKA.available()
@@ -126,8 +104,8 @@ def test_the_kafka_connector_is_cached_for_make() -> None:
 
 
 def test_make_can_ask_without_starting_spark() -> None:
-    """``make`` lists JARs through these modules: importing them imports no Spark."""
-    code = ("import sys, snap_spark.maven_jars, snap_spark.kafka_jars, snap_spark.delta_jars\n"
+    """``make`` lists JARs through this module: importing it imports no Spark."""
+    code = ("import sys, snap_spark.maven_jars\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
             "print(bad); sys.exit(1 if bad else 0)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
