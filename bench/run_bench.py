@@ -267,18 +267,18 @@ def measure_jobs(spark: Any, corpus: Path, runs: int, backends: list[str]
         # The warm-up's 200 lines would land on the driver (a small run starts no Spark
         # task): it lands them in Spark tasks, as the timed runs do, so that their workers,
         # imports and the JVM's compiled code are warm.
-        from snap_spark.pipeline.commit import LOCAL_LAND_ENV
+        from snap_spark.placement import ENV as LIMITS_ENV
 
-        saved = os.environ.get(LOCAL_LAND_ENV)
-        os.environ[LOCAL_LAND_ENV] = "0"
+        saved = os.environ.get(LIMITS_ENV)
+        os.environ[LIMITS_ENV] = "land_bytes=0"
         try:
             for backend in backends:
                 once(warmup_file(corpus), backend)
         finally:
             if saved is None:
-                os.environ.pop(LOCAL_LAND_ENV, None)
+                os.environ.pop(LIMITS_ENV, None)
             else:
-                os.environ[LOCAL_LAND_ENV] = saved
+                os.environ[LIMITS_ENV] = saved
         measured: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
         for _ in range(runs):
             for backend in backends:
@@ -342,13 +342,13 @@ def measure_cold(corpus: Path, runs: int = 3) -> dict[str, Any]:
     ``make run`` and ``snap-spark submit`` pass), from start to exit, and when
     each of its progress lines arrived (JVM and session start, landing, both commits, the
     task refresh). Fastest of ``runs``, all kept. Each run alternates with one landing in
-    Spark tasks (``SNAP_SPARK_LOCAL_LAND_BYTES=0``; 200 lines land on the driver by
+    Spark tasks (``SNAP_SPARK_DRIVER_LIMITS=land_bytes=0``; 200 lines land on the driver by
     default): the baseline of the same run, under ``spark_tasks``."""
     default: list[dict[str, float]] = []
     tasks: list[dict[str, float]] = []
     for _ in range(runs):
         default.append(_cold_once(corpus, {}))
-        tasks.append(_cold_once(corpus, {"SNAP_SPARK_LOCAL_LAND_BYTES": "0"}))
+        tasks.append(_cold_once(corpus, {"SNAP_SPARK_DRIVER_LIMITS": "land_bytes=0"}))
 
     def fastest(measured: list[dict[str, float]]) -> dict[str, Any]:
         best = min(measured, key=lambda m: m["seconds"])

@@ -197,7 +197,7 @@ def build(force: bool = False) -> Path:
                "PYSPARK_DRIVER_PYTHON": sys.executable,
                # 200 lines would land on the driver: the archive should hold the classes
                # of the Spark tasks a larger run lands with
-               "SNAP_SPARK_LOCAL_LAND_BYTES": "0"}
+               "SNAP_SPARK_DRIVER_LIMITS": "land_bytes=0"}
         try:
             done = subprocess.run(command, env=env, capture_output=True, timeout=600,
                                   check=False)

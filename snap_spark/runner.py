@@ -510,6 +510,9 @@ def prepare(job: Job, argv: Sequence[str] | None = None) -> Context:
             context.lake = (resolve_location(str(lake), base) if lake
                             else resolve_location(FALLBACK_LAKE, Path.cwd()))
     job.check(context)
+    from snap_spark.placement import limits
+
+    limits()  # SNAP_SPARK_DRIVER_LIMITS, refused here when malformed
     return context
 
 

@@ -53,8 +53,8 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
     returns the view names, sorted. Absent tables get no view.
 
     Each view holds the version its table had when registered: call this again to see
-    later commits. A table of at most ``local_rows`` rows (default
-    :data:`snap_spark.lake.LOCAL_READ_ROWS`, 100,000) is read once, on the driver by
+    later commits. A table of at most ``local_rows`` rows (default: the ``read_rows`` of
+    :func:`snap_spark.placement.limits`, 100,000) is read once, on the driver by
     delta-rs, and queried in memory; a larger one stays a lazy read by the session's Delta
     backend (:func:`snap_spark.lake.get_lake`; :func:`snap_spark.lake.read_frame`). On a
     lake of 3,000 messages, ``notebooks/explore_lake.ipynb`` ran its queries in 13 s this
@@ -65,12 +65,11 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
         register_views(spark, "data/lake")
         spark.sql("select state, count(*) from tasks group by state").show()
     """
-    from snap_spark.lake import LOCAL_READ_ROWS, read_frame
+    from snap_spark.lake import read_frame
 
-    limit = LOCAL_READ_ROWS if local_rows is None else local_rows
     names = []
     for name in _known():
-        read = read_frame(spark, storage.join(lake_dir, name), local_rows=limit, cache=False)
+        read = read_frame(spark, storage.join(lake_dir, name), local_rows=local_rows, cache=False)
         if read is not None:
             read[0].createOrReplaceTempView(prefix + name)
             names.append(prefix + name)

@@ -149,19 +149,14 @@ def metric_values(figures: Mapping[str, Any], reverify: Mapping[str, Any]
     }
 
 
-#: A table of at most this many rows (by its log's record counts) is read on the driver by
-#: delta-rs and handed to Spark as Arrow, a local relation; a larger one is read by Spark
-#: and cached. Spark's read of a Delta table plans a job over its log (on delta-spark a log
-#: replay), and the cache a job of its own: the seven tables of a 3,000-message lake took
-#: 23 s of a 39 s audit that way.
-LOCAL_AUDIT_ROWS = 100_000
-
-
 def _read_tables(spark: SparkSession, lake_dir: str
                  ) -> tuple[dict[str, DataFrame], dict[str, dict[str, Any]]]:
     """The audited tables present, each read at the version it has now (pinned, so every
-    figure of one table comes from one snapshot; a small table read on the driver,
-    :func:`snap_spark.lake.read_frame`), and their versions and row counts."""
+    figure of one table comes from one snapshot; a small table read on the driver and
+    handed to Spark as Arrow, :func:`snap_spark.lake.read_frame`), and their versions and
+    row counts. Spark's read of a Delta table plans a job over its log (on delta-spark a
+    log replay), and the cache a job of its own: the seven tables of a 3,000-message lake
+    took 23 s of a 39 s audit that way."""
     from snap_spark.lake import read_frame, table_version
 
     frames: dict[str, DataFrame] = {}
@@ -169,7 +164,7 @@ def _read_tables(spark: SparkSession, lake_dir: str
     for name in AUDITED:
         path = storage.join(lake_dir, name)
         version = table_version(storage.delta_table_uri(path))
-        read = read_frame(spark, path, version, local_rows=LOCAL_AUDIT_ROWS)
+        read = read_frame(spark, path, version)
         if read is None:
             facts[name] = {"present": False, "version": None, "rows": None}
             continue

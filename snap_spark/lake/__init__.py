@@ -57,6 +57,7 @@ from snap_spark.lake.delta_rs import distinct_rows, read_data_files, rows_added_
 from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_files
 from snap_spark.lake.lease import CommitContention, HeldLease, check_held, commit_lease
 from snap_spark.lake.schema import to_arrow
+from snap_spark.lake.where import Where, col
 from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
@@ -79,8 +80,10 @@ __all__ = [
     "PartitionedFileWriter",
     "RowUpdates",
     "VersionConflict",
+    "Where",
     "check_held",
     "check_table_location",
+    "col",
     "commit_data_files",
     "commit_lease",
     "commit_rows",
@@ -358,25 +361,21 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
     return dataset.to_table(columns=list(columns), filter=where)
 
 
-#: Tables of at most this many rows (by their log's record counts) are read on the driver by
-#: :func:`read_frame`: a Spark read of a small table costs more in its jobs than its rows.
-LOCAL_READ_ROWS = 100_000
-
-
 def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
-               local_rows: int = LOCAL_READ_ROWS, cache: bool = True
+               local_rows: int | None = None, cache: bool = True
                ) -> tuple[DataFrame, int | None] | None:
     """A Delta table (at ``version`` when given, else the newest) as a Spark DataFrame and
     its row count, ``None`` when there is no table.
 
-    A table of at most ``local_rows`` rows is read on the driver by delta-rs and handed to
-    Spark as Arrow: every later query of the DataFrame runs on those rows in memory, with
-    no read of the table's log or files (on a lake of 3,000 messages this made the audit
-    twice as fast). A larger one is read by the session's Delta backend
-    (:func:`get_lake`); with ``cache`` it is kept in memory and on disk and counted at
-    once, so that queries after the first do not read its files again; without, it stays
-    a lazy read and its count is ``None``. Either way the frame holds the one version it
-    was read at.
+    A table of at most ``local_rows`` rows (default: the ``read_rows`` of
+    :func:`snap_spark.placement.limits`) is read on the driver by delta-rs and handed to
+    Spark as Arrow (a Spark read of a small table costs more in its jobs than its rows):
+    every later query of the DataFrame runs on those rows in memory, with no read of the
+    table's log or files (on a lake of 3,000 messages this made the audit twice as fast). A
+    larger one is read by the session's Delta backend (:func:`get_lake`); with ``cache`` it
+    is kept in memory and on disk and counted at once, so that queries after the first do
+    not read its files again; without, it stays a lazy read and its count is ``None``.
+    Either way the frame holds the one version it was read at.
     """
     from pyspark import StorageLevel
 
@@ -387,6 +386,10 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
         version = table_version(uri)
     if version < 0:
         return None
+    if local_rows is None:
+        from snap_spark.placement import limits
+
+        local_rows = limits().read_rows
     if rows_at_most(uri, local_rows, version):
         table = read_arrow(path, version=version)
         return spark.createDataFrame(table), table.num_rows

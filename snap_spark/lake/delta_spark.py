@@ -91,11 +91,6 @@ _HISTORY_COLUMNS = (
 )
 
 
-#: :meth:`DeltaSparkLake.distinct_values` reads a table of at most this many rows (by its
-#: log's record counts) on the driver, through delta-rs; a larger one in a Spark job.
-LOCAL_DISTINCT_ROWS = 2_000_000
-
-
 class DeltaSparkLake:
     """:class:`~snap_spark.lake.Lake` backend on delta-spark (sessions with Delta's JARs).
 
@@ -206,11 +201,13 @@ class DeltaSparkLake:
         """
         from snap_spark.lake.delta_log import rows_at_most
         from snap_spark.lake.delta_rs import DeltaRsLake
+        from snap_spark.placement import limits
 
         # A table of a few rows is read on the driver, as the delta-rs backend reads any:
         # Spark's first read of a table replays its log in a job of its own (two tables
-        # took 8-11 s of a 17 s Nostr ingestion on a 3,000-message lake).
-        if rows_at_most(table_uri(path), LOCAL_DISTINCT_ROWS):
+        # took 8-11 s of a 17 s Nostr ingestion on a 3,000-message lake):
+        # snap_spark.placement.DriverLimits distinct_rows
+        if rows_at_most(table_uri(path), limits().distinct_rows):
             return DeltaRsLake().distinct_values(spark, path, column)
         if not self.exists(path):
             return set()

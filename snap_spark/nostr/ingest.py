@@ -42,6 +42,7 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import time
@@ -49,7 +50,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
 import pyarrow as pa
@@ -70,6 +71,7 @@ from snap_spark.runner import log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
     from snap_spark.lake import HeldLease, Lake
     from snap_spark.lines import LineRange
@@ -397,33 +399,75 @@ def resolve_cards(history: Sequence[Mapping[str, Any]]
 # -- the run -----------------------------------------------------------------------------------
 
 
-#: A table of at most this many rows (by its log's record counts) is looked up on the
-#: driver: read by delta-rs and matched in memory, in milliseconds at this size. A larger
-#: one is joined in Spark, whose jobs cost about a second each (more on delta-spark, whose
-#: first read of a table replays its log in Spark). ``make run-nostr`` on a 3,000-message
-#: lake took 84 s with every lookup in Spark, 53 s with these (36 s with the batch job's
-#: small-table reads of :data:`snap_spark.lake.delta_spark.LOCAL_DISTINCT_ROWS`).
-LOCAL_LOOKUP_ROWS = 100_000
-
-
 def _on_driver(path: str) -> bool | None:
-    """How to look up rows of the table at ``path``: on the driver (``True``, a table of at
-    most :data:`LOCAL_LOOKUP_ROWS` rows), in Spark (``False``), or not at all (``None``:
-    there is no table)."""
+    """How to look up rows of the table at ``path``: on the driver (``True``, a small
+    table, :class:`~snap_spark.placement.DriverLimits` ``lookup_rows``: read by delta-rs
+    and matched in memory, in milliseconds, where a Spark join costs about a second), in
+    Spark (``False``), or not at all (``None``: there is no table)."""
     from snap_spark.lake import rows_at_most, table_present, table_uri
+    from snap_spark.placement import limits
 
-    if rows_at_most(table_uri(path), LOCAL_LOOKUP_ROWS):
+    if rows_at_most(table_uri(path), limits().lookup_rows):
         return True
     return False if table_present(path) else None
 
 
-def _matching(table: pa.Table, column: str, keys: Iterable[Any]) -> pa.Table:
-    """The rows of ``table`` whose ``column`` is one of ``keys``, matched in memory (string
-    statistics in a Delta log may be truncated prefixes, so keys never go to the scan)."""
+def _keyed_rows(columns: tuple[str, ...], keys: frozenset[tuple[Any, ...]],
+                keep: tuple[str, ...] | None, batches: Iterable[pa.RecordBatch]
+                ) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` whose ``columns`` hold one of ``keys`` (a tuple of values
+    each), with the columns ``keep`` (all when ``None``). Every lookup of earlier rows is
+    this one function over Arrow batches: :func:`_scan` runs it over a table read on the
+    driver or, in Spark tasks, over the table's partitions. Keys are matched in memory,
+    never sent to a scan: string statistics in a Delta log may be truncated prefixes.
+
+    Examples:
+        >>> batch = pa.record_batch({"k": ["a", "b", "a", None], "n": [1, 2, 3, 4]})
+        >>> [b.to_pydict() for b in _keyed_rows(("k", "n"), frozenset({("a", 3)}), ("n",),
+        ...                                     [batch])]
+        [{'n': [3]}]
+    """
     import pyarrow.compute as pc
 
-    values = pa.array(sorted(set(keys)), table.schema.field(column).type)
-    return table.filter(pc.is_in(table[column], value_set=values))
+    if not keys:
+        return
+    firsts = sorted({key[0] for key in keys if key[0] is not None})
+    for batch in batches:
+        column = batch.column(columns[0])
+        found = batch.filter(pc.is_in(column, value_set=pa.array(firsts, column.type)))
+        if len(columns) > 1 and found.num_rows:
+            values = zip(*(found.column(name).to_pylist() for name in columns), strict=True)
+            found = found.filter(pa.array([value in keys for value in values], pa.bool_()))
+        if found.num_rows:
+            yield found if keep is None else found.select(list(keep))
+
+
+def _scan(spark: SparkSession, lake: Lake, path: str, on_driver: bool,
+          read: Sequence[str] | None, work: Any, output: Sequence[str] | StructType | None
+          ) -> list[dict[str, Any]]:
+    """The rows ``work`` (a function from Arrow batches to Arrow batches) makes of the
+    table at ``path`` (its columns ``read``, all when ``None``): over the table read on the
+    driver by delta-rs when ``on_driver``, else in Spark tasks (``mapInArrow``) over a
+    Spark read of it. ``output`` is the schema of what ``work`` yields: the names of
+    columns it passes through, a Spark schema, or ``None`` for the columns read."""
+    from snap_spark.lake import read_arrow
+
+    if on_driver:
+        table = read_arrow(path, None if read is None else list(read))
+        if table is None:
+            return []
+        return [row for batch in work(table.to_batches()) for row in batch.to_pylist()]
+    frame = lake.read(spark, path)
+    if read is not None:
+        frame = frame.select(*read)
+    if output is None:
+        schema = frame.schema
+    elif isinstance(output, (list, tuple)):
+        schema = frame.select(*output).schema
+    else:
+        schema = cast("StructType", output)
+    rows: list[dict[str, Any]] = frame.mapInArrow(work, schema).toArrow().to_pylist()
+    return rows
 
 
 def _lookup(spark: SparkSession, lake: Lake, path: str, column: str, keys: Iterable[str],
@@ -431,29 +475,19 @@ def _lookup(spark: SparkSession, lake: Lake, path: str, column: str, keys: Itera
             ) -> list[dict[str, Any]]:
     """The rows of a table whose ``column`` is one of ``keys`` (none when it is absent),
     with every column or ``columns``: on the driver for a small table
-    (:data:`LOCAL_LOOKUP_ROWS`), else through a Spark join; ``local`` is
-    :func:`_on_driver`'s answer when the caller has it."""
-    from snap_spark.lake import read_arrow
-
-    wanted = sorted(set(keys))
+    (:func:`_on_driver`), else in Spark tasks, by :func:`_keyed_rows` either way;
+    ``local`` is :func:`_on_driver`'s answer when the caller has it."""
+    wanted = frozenset((key,) for key in keys)
     if not wanted:
         return []
     if local is None:
         local = _on_driver(path)
     if local is None:
         return []
-    if local:
-        table = read_arrow(path, None if columns is None else sorted({column, *columns}))
-        found = _matching(table, column, wanted)
-        local_rows: list[dict[str, Any]] = (
-            found if columns is None else found.select(list(columns))).to_pylist()
-        return local_rows
-    frame = spark.createDataFrame(pa.table({column: pa.array(wanted, pa.string())}))
-    joined = lake.read(spark, path).join(frame, column, "left_semi")
-    if columns is not None:
-        joined = joined.select(*columns)
-    rows: list[dict[str, Any]] = joined.toArrow().to_pylist()
-    return rows
+    keep = None if columns is None else tuple(columns)
+    read = None if columns is None else sorted({column, *columns})
+    return _scan(spark, lake, path, local, read,
+                 functools.partial(_keyed_rows, (column,), wanted, keep), keep)
 
 
 def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
@@ -546,8 +580,6 @@ def _landed_messages(spark: SparkSession, lake: Lake, lake_dir: str, sources: It
                      ) -> dict[str, dict[str, Any]]:
     """The ``messages`` row (verdict, code, detail) of each envelope ``source`` the lake
     holds (found through ``raw_messages``, which keeps the envelope's source)."""
-    from snap_spark.lake import read_arrow
-
     raw = _lookup(spark, lake, storage.join(lake_dir, "raw_messages"), "source", sources,
                   columns=("source", "file_key", "line_no"))
     msg_path = storage.join(lake_dir, "messages")
@@ -557,19 +589,12 @@ def _landed_messages(spark: SparkSession, lake: Lake, lake_dir: str, sources: It
         # landing the same lines again completes it)
         return {}
     verdicts = ("verdict", "error_code", "error_detail")
-    if local:
-        found = _matching(read_arrow(msg_path, ["file_key", "line_no", *verdicts]),
-                          "file_key", {r["file_key"] for r in raw})
-        by_line = {(row["file_key"], row["line_no"]): row for row in found.to_pylist()}
-        return {r["source"]: {"source": r["source"], **{k: line[k] for k in verdicts}}
-                for r in raw if (line := by_line.get((r["file_key"], r["line_no"])))}
-    lines = spark.createDataFrame(pa.Table.from_pylist(
-        [{"source": r["source"], "file_key": r["file_key"], "line_no": r["line_no"]}
-         for r in raw]))
-    rows = (lake.read(spark, msg_path)
-            .join(lines, ["file_key", "line_no"])
-            .select("source", *verdicts).toArrow().to_pylist())
-    return {r["source"]: r for r in rows}
+    lines = frozenset((r["file_key"], r["line_no"]) for r in raw)
+    found = _scan(spark, lake, msg_path, local, ["file_key", "line_no", *verdicts],
+                  functools.partial(_keyed_rows, ("file_key", "line_no"), lines, None), None)
+    by_line = {(row["file_key"], row["line_no"]): row for row in found}
+    return {r["source"]: {"source": r["source"], **{k: line[k] for k in verdicts}}
+            for r in raw if (line := by_line.get((r["file_key"], r["line_no"])))}
 
 
 def _restated(spark: SparkSession, lake: Lake, lake_dir: str,
@@ -611,39 +636,60 @@ def _restated(spark: SparkSession, lake: Lake, lake_dir: str,
 def _restated_rows(spark: SparkSession, lake: Lake, lake_dir: str,
                    keys: set[tuple[str, str]]) -> list[dict[str, Any]]:
     """The ``messages`` rows (``source``, ``error_code``, ``error_detail``) of the message
-    keys ``(from, id)`` in ``keys``, with the ``source`` of their ``raw_messages`` line: on
-    the driver when both tables are small, else through Spark joins."""
-    from snap_spark.lake import read_arrow
-
+    keys ``(from, id)`` in ``keys``, with the ``source`` of their ``raw_messages`` line:
+    each table looked up on the driver when small, else in Spark tasks."""
     msg_path = storage.join(lake_dir, "messages")
     raw_path = storage.join(lake_dir, "raw_messages")
     local = _on_driver(msg_path) if keys else None
     if local is None:
         return []
-    if not (local and _on_driver(raw_path)):
-        wanted = spark.createDataFrame(pa.Table.from_pylist(
-            [{"sender": f, "msg_id": i} for f, i in sorted(keys)]))
-        rows: list[dict[str, Any]] = (
-            lake.read(spark, msg_path).join(wanted, ["sender", "msg_id"], "left_semi")
-            .join(lake.read(spark, raw_path).select("file_key", "line_no", "source"),
-                  ["file_key", "line_no"])
-            .select("source", "error_code", "error_detail").toArrow().to_pylist())
-        return rows
-    found = _matching(_matching(
-        read_arrow(msg_path, ["sender", "msg_id", "file_key", "line_no", "error_code",
-                              "error_detail"]),
-        "sender", {f for f, _ in keys}), "msg_id", {i for _, i in keys})
-    hits = [row for row in found.to_pylist() if (row["sender"], row["msg_id"]) in keys]
-    if not hits:
+    hits = _scan(spark, lake, msg_path, local,
+                 ["sender", "msg_id", "file_key", "line_no", "error_code", "error_detail"],
+                 functools.partial(_keyed_rows, ("sender", "msg_id"), frozenset(keys), None),
+                 None)
+    raw_local = _on_driver(raw_path) if hits else None
+    if raw_local is None:
         return []
-    raw = _matching(read_arrow(raw_path, ["file_key", "line_no", "source"]), "file_key",
-                    {row["file_key"] for row in hits})
+    lines = frozenset((row["file_key"], row["line_no"]) for row in hits)
+    raw = _scan(spark, lake, raw_path, raw_local, ["file_key", "line_no", "source"],
+                functools.partial(_keyed_rows, ("file_key", "line_no"), lines, None), None)
     sources: dict[tuple[str, int], list[str]] = {}
-    for line in raw.to_pylist():
+    for line in raw:
         sources.setdefault((line["file_key"], line["line_no"]), []).append(line["source"])
     return [{"source": source, "error_code": row["error_code"],
              "error_detail": row["error_detail"]}
             for row in hits for source in sources.get((row["file_key"], row["line_no"]), [])]
+
+
+#: What :func:`_newest_per_relay` yields.
+_NEWEST = pa.schema([pa.field("relay", pa.string()), pa.field("newest", pa.int64())])
+
+
+def _newest_per_relay(relays: frozenset[str], now: int, batches: Iterable[pa.RecordBatch]
+                      ) -> Iterator[pa.RecordBatch]:
+    """Of ``nostr_events`` rows (``relays``, ``created_at``): the newest ``created_at`` at
+    most ``now`` of each of ``relays`` that delivered one, as one batch of
+    :data:`_NEWEST` rows for all of ``batches`` (taken together by :func:`resume_points`,
+    which keeps each relay's largest).
+
+    Examples:
+        >>> batch = pa.record_batch({"relays": [["r1", "r2"], ["r1"], None],
+        ...                          "created_at": [5, 9, 7]})
+        >>> next(_newest_per_relay(frozenset({"r1", "r2"}), 8, [batch])).to_pylist()
+        [{'relay': 'r1', 'newest': 5}, {'relay': 'r2', 'newest': 5}]
+    """
+    newest: dict[str, int] = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            created = row["created_at"]
+            if created is None or created > now:
+                continue
+            for relay in row["relays"] or ():
+                if relay in relays and created >= newest.get(relay, created):
+                    newest[relay] = int(created)
+    yield pa.RecordBatch.from_pylist(
+        [{"relay": relay, "newest": at} for relay, at in sorted(newest.items())],
+        schema=_NEWEST)
 
 
 def resume_points(spark: SparkSession, lake_dir: str, relays: Sequence[str], now: float
@@ -651,33 +697,21 @@ def resume_points(spark: SparkSession, lake_dir: str, relays: Sequence[str], now
     """Per relay, the newest ``created_at`` of the events it delivered that the lake holds
     (events dated after ``now`` are left out: a relay keeps future-dated events, and one
     would move the resume point past everything still to come)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark.lake import get_lake
 
-    lake = get_lake(spark)
     path = storage.join(lake_dir, "nostr_events")
     local = _on_driver(path) if relays else None
     if local is None:
         return {}
-    if local:
-        from snap_spark.lake import read_arrow
-
-        newest: dict[str, int] = {}
-        for row in read_arrow(path, ["relays", "created_at"]).to_pylist():
-            created = row["created_at"]
-            if created is None or created > int(now):
-                continue
-            for relay in row["relays"] or ():
-                if relay in relays and created >= newest.get(relay, created):
-                    newest[relay] = int(created)
-        return newest
-    rows = (lake.read(spark, path)
-            .filter(F.col("created_at") <= F.lit(int(now)))
-            .select(F.explode("relays").alias("relay"), "created_at")
-            .filter(F.col("relay").isin(list(relays)))
-            .groupBy("relay").agg(F.max("created_at").alias("newest")).collect())
-    return {r["relay"]: int(r["newest"]) for r in rows}
+    found = _scan(spark, get_lake(spark), path, local, ["relays", "created_at"],
+                  functools.partial(_newest_per_relay, frozenset(relays), int(now)),
+                  from_arrow_schema(_NEWEST))
+    newest: dict[str, int] = {}
+    for row in found:  # one row per relay from each batch or Spark task: the largest
+        newest[row["relay"]] = max(newest.get(row["relay"], row["newest"]), row["newest"])
+    return newest
 
 
 def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
@@ -695,10 +729,10 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark.nostr.wellknown import read_well_known
-    from snap_spark.pipeline.commit import local_land_bytes
     from snap_spark.pipeline.job import decided_settings, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
     from snap_spark.pipeline.runs import clean_leftovers
+    from snap_spark.placement import limits
     from snap_spark.runner import UsageError
 
     if stored_clock not in STORED_CLOCKS:
@@ -717,7 +751,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     if inputs:
         files = listed_inputs(inputs)
         ranges = plan_ranges(spark, files)
-        if small_input(files, {}, local_land_bytes()):
+        if small_input(files, {}, limits().land_bytes):
             # a small archive is checked here, range by range in the order Spark's tasks
             # would give them (a job whose session has not started needs no Spark)
             rows += [row for index, part in enumerate(ranges)
@@ -963,7 +997,7 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
            ) -> list[dict[str, Any]]:
     """Fetch from every relay (resuming), report each, verify the deliveries."""
     from snap_spark.nostr.client import fetch_events
-    from snap_spark.pipeline.commit import local_land_bytes
+    from snap_spark.placement import limits
 
     now = time.time()
     points: int | dict[str, int] | None = since
@@ -987,7 +1021,7 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
     table = pa.Table.from_pylist(deliveries, schema=pa.schema([
         pa.field("event_json", pa.string()), pa.field("relay", pa.string()),
         pa.field("received_at", pa.float64())]))
-    if sum(len(d["event_json"]) for d in deliveries) <= local_land_bytes():
+    if limits().fits("land_bytes", sum(len(d["event_json"]) for d in deliveries)):
         # as few bytes as a batch run lands on the driver: checked here, in the order
         # Spark's tasks would give them (a job whose session has not started needs none)
         return [row for batch in check_deliveries(table.to_batches())

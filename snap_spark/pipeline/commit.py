@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -281,10 +280,11 @@ def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = 
 def land_on_driver(spec: LandSpec, ranges: Sequence[LineRange], window: float,
                    candidates_dir: str | None = None) -> LandedPass:
     """The landing pass of :func:`fold_pass`, run in the driver process for a small input
-    (:data:`LOCAL_LAND_BYTES`): each range landed in order by the function the Spark tasks
-    run (:func:`~snap_spark.pipeline.land.land_part`, with the same range indices), then
-    one replay fold over every key (:func:`~snap_spark.pipeline.land.fold_landed`; the
-    Spark path folds each hash partition of the keys, the same fold cut by key). The files
+    (:class:`~snap_spark.placement.DriverLimits` ``land_bytes``): each range landed in
+    order by the function the Spark tasks run
+    (:func:`~snap_spark.pipeline.land.land_part`, with the same range indices), then one
+    replay fold over every key (:func:`~snap_spark.pipeline.land.fold_landed`; the Spark
+    path folds each hash partition of the keys, the same fold cut by key). The files
     written and the rows reported are those of the Spark path."""
     from snap_spark.pipeline.land import fold_landed, land_part
 
@@ -293,44 +293,6 @@ def land_on_driver(spec: LandSpec, ranges: Sequence[LineRange], window: float,
     rows = [row for batch in fold_landed(window, landed, candidates_dir)
             for row in batch.to_pylist() if row["kind"] != "candidate"]
     return LandedPass.from_rows(rows)
-
-
-#: A batch run whose new input is at most this many bytes of plain (not gzip) lines lands
-#: them in the driver process (:func:`land_on_driver`) instead of in Spark tasks. A Spark
-#: stage costs more than that work (a few thousand lines), and the first Python stage of a
-#: job process far more: the worker daemon starts and imports PySpark, PyArrow and pandas
-#: first (a cold ``spark-submit`` of 200 lines: 6.6-6.7 s with Spark tasks, 3.8-4.0 s without).
-#: :data:`LOCAL_LAND_ENV` overrides it (``0``: always Spark tasks).
-LOCAL_LAND_BYTES = 1024 * 1024
-#: Environment variable: the limit of :data:`LOCAL_LAND_BYTES` in bytes (the class archive's
-#: build sets ``0``, so that its sample run loads the classes of Spark's Python stages).
-LOCAL_LAND_ENV = "SNAP_SPARK_LOCAL_LAND_BYTES"
-
-
-def local_land_bytes() -> int:
-    """The input size up to which a batch run lands on the driver: :data:`LOCAL_LAND_ENV`
-    when set, else :data:`LOCAL_LAND_BYTES`.
-
-    Raises:
-        SettingsError: the variable is not a whole number of bytes >= 0.
-
-    Examples:
-        >>> getfixture("monkeypatch").setenv(LOCAL_LAND_ENV, "0")
-        >>> local_land_bytes()
-        0
-    """
-    from snap_spark.settings import SettingsError
-
-    text = os.environ.get(LOCAL_LAND_ENV)
-    if text is None or not text.strip():
-        return LOCAL_LAND_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SettingsError(f"{LOCAL_LAND_ENV}={text!r}: give a whole number of bytes >= 0")
-    return value
 
 
 @dataclass(frozen=True)
@@ -794,8 +756,14 @@ def _decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str, landed:
 
 
 def _small(landed: LandedPass) -> bool:
-    """Whether a pass takes its small steps on the driver (:data:`LOCAL_PASS_LINES`)."""
-    return sum(landed.lines.values()) <= LOCAL_PASS_LINES
+    """Whether a pass takes its small steps on the driver: it writes its ``messages`` files
+    there, and decides its replay candidates against the lake there (the lake's
+    candidates read by delta-rs, with no Spark job). A Spark stage costs more than that
+    work for a pass of a few thousand lines; a stream's micro-batch is usually that
+    small (:class:`~snap_spark.placement.DriverLimits` ``pass_lines``)."""
+    from snap_spark.placement import limits
+
+    return limits().fits("pass_lines", sum(landed.lines.values()))
 
 
 def _read_candidates(landed: LandedPass) -> Any:
@@ -812,18 +780,11 @@ def _read_candidates(landed: LandedPass) -> Any:
     return pa.concat_tables(parts) if parts else CANDIDATE_SCHEMA.empty_table()
 
 
-#: A pass of at most this many lines takes its small steps on the driver: it writes its
-#: ``messages`` files there, and decides its replay candidates against the lake there (the
-#: lake's scan still runs in Spark). A Spark stage costs more than that work; a stream's
-#: micro-batch is usually this small.
-LOCAL_PASS_LINES = 20_000
-
-
 def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, ingest_id: str
                     ) -> list[Any]:
     """Write the ``messages`` files of staged rows, with the 2006 verdicts applied: in a
-    Spark stage (one task per staged file), or on the driver for a pass of at most
-    :data:`LOCAL_PASS_LINES` lines. Either way the same function writes them."""
+    Spark stage (one task per staged file), or on the driver for a small pass
+    (:func:`_small`). Either way the same function writes them."""
     import pyarrow as pa
 
     from snap_spark.pipeline.land import data_file, landed_struct, write_messages

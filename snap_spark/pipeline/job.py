@@ -31,11 +31,11 @@ from snap_spark.pipeline.commit import (
     fold_pass,
     format_summary,
     land_on_driver,
-    local_land_bytes,
     refuse_bare_lines,
     table_versions,
 )
 from snap_spark.pipeline.ingest import batch_app_id
+from snap_spark.placement import limits
 from snap_spark.runner import Context, Job, UsageError, log
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -177,7 +177,7 @@ def run(
     seen = {piece.source_file for piece in ledger}
     unseen = [path for path in files if path not in seen]
     # a large landing ahead: Spark's Python workers start while the files are hashed
-    warming = warm_workers(spark) if not small_input(unseen, {}, local_land_bytes()) else None
+    warming = warm_workers(spark) if not small_input(unseen, {}, limits().land_bytes) else None
     ahead = RangesAhead(unseen, spark.sparkContext.defaultParallelism)
     try:
         plans = plan_files(files, ledger, upto)
@@ -250,7 +250,7 @@ def run(
     ranges = plan_ranges(spark, todo, pieces=pieces, ahead=ahead)
     try:
         candidates_dir = storage.join(staging, "candidates")
-        if small_input(todo, pieces, local_land_bytes()):
+        if small_input(todo, pieces, limits().land_bytes):
             # a few thousand lines: landed in this process, no Spark stage (commit.py)
             landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
         else:

@@ -60,7 +60,7 @@ from snap_spark.pyarrow_compat import sort_nulls_first
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from snap_spark.lake import Lake
+    from snap_spark.lake import Lake, Where
 
 
 #: Rows the joint fold reads (lake rows and the run's candidates, ``origin`` telling which).
@@ -116,9 +116,9 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     writer since is noticed (:func:`keys_landed_since`).
 
     ``local``: the same candidates as an Arrow table, for a small run (a stream's
-    micro-batch): their keys are then broadcast to the lake's scan, and the joint fold
-    runs on the driver over the few rows found, instead of in Spark stages. The
-    decisions are the same either way (:func:`fold_with_lake` takes them).
+    micro-batch): the lake's rows of their keys are then read on the driver by delta-rs
+    (no Spark job), and the joint fold runs there over the few rows found, instead of in
+    Spark stages. The decisions are the same either way (:func:`fold_with_lake` takes them).
 
     ``refold``: keys ``(sender, msg_id)`` with a receipt time ``received_at`` each, whose
     stored rows from that time on are folded again though the run may hold no copy of
@@ -164,7 +164,7 @@ def decide_against_lake(spark: SparkSession, lake: Lake, msg_path: str,
     decided = (
         rows_in
         .repartition("sender", "msg_id")
-        .sortWithinPartitions("sender", "msg_id", "received_at", "source_file", "line_no")
+        .sortWithinPartitions(*FOLD_ORDER)
         .mapInArrow(functools.partial(fold_with_lake, window), from_arrow_schema(DECIDED_SCHEMA))
         .toArrow()
     )
@@ -200,6 +200,32 @@ def code_changes(changes: Iterable[Mapping[str, Any]]) -> dict[int | None, int]:
     return {code: n for code, n in shift.items() if n}
 
 
+#: The order the joint fold (:func:`fold_with_lake`) takes a key's rows in: ascending,
+#: nulls first, as Spark's ``sortWithinPartitions`` sorts and
+#: :func:`~snap_spark.pyarrow_compat.sort_nulls_first` on the driver.
+FOLD_ORDER = ("sender", "msg_id", "received_at", "source_file", "line_no")
+
+
+def stored_candidates_where(since: float) -> Where:
+    """The rows of ``messages`` that are replay candidates received from ``since`` on, for
+    the Spark scan and the driver's delta-rs scan alike. Only predicates on partitions,
+    numbers and nulls: a Delta log's string statistics may be truncated prefixes
+    (delta-spark keeps 32 characters), which a scan that trusts them as bounds would prune
+    wrongly, so keys are matched after the scan.
+
+    Examples:
+        >>> stored_candidates_where(86400.5)
+        (((((event_date >= datetime.date(1970, 1, 2)) & (received_at >= 86400.5)) & \
+(error_code is null | error_code in [2001, 2002, 2006])) & sender is not null) & \
+msg_id is not null)
+    """
+    from snap_spark.lake import col
+
+    return ((col("event_date") >= _utc_date(since)) & (col("received_at") >= float(since))
+            & (col("error_code").is_null() | col("error_code").isin(sorted(CANDIDATE_CODES)))
+            & col("sender").is_valid() & col("msg_id").is_valid())
+
+
 def _stored_candidates(spark: SparkSession, lake: Lake, msg_path: str, since: float,
                        version: int | None) -> DataFrame:
     """The replay candidates ``messages`` holds (at ``version``) received from ``since``
@@ -208,11 +234,7 @@ def _stored_candidates(spark: SparkSession, lake: Lake, msg_path: str, since: fl
 
     return (
         lake.read(spark, msg_path, version)
-        .filter(F.col("event_date") >= F.lit(_utc_date(since)))
-        .filter(F.col("received_at") >= F.lit(since))
-        .filter(F.col("error_code").isNull()
-                | F.col("error_code").isin(*sorted(CANDIDATE_CODES)))
-        .filter(F.col("sender").isNotNull() & F.col("msg_id").isNotNull())
+        .filter(stored_candidates_where(since).spark())
         .select(F.lit("lake").alias("origin"), "sender", "msg_id", "received_at",
                 F.col("signature_code").alias("code"), "source_file", "file_key",
                 "line_no", F.col("error_code").alias("stored_code"),
@@ -239,15 +261,7 @@ def _stored_locally(msg_path: str, since: float, version: int | None, keys: pa.T
 
     columns = ["sender", "msg_id", "received_at", "signature_code", "source_file", "file_key",
                "line_no", "error_code", "error_detail", "signature_detail"]
-    # Only predicates on partitions, numbers and nulls go to the scan: a Delta log's string
-    # statistics may be truncated prefixes (delta-spark keeps 32 characters), which a scan
-    # that trusts them as bounds would prune wrongly. Keys are matched in memory.
-    where = ((pc.field("event_date") >= pc.scalar(_utc_date(since)))
-             & (pc.field("received_at") >= pc.scalar(float(since)))
-             & (pc.field("error_code").is_null()
-                | pc.field("error_code").isin(sorted(CANDIDATE_CODES)))
-             & pc.field("sender").is_valid() & pc.field("msg_id").is_valid())
-    rows = read_arrow(msg_path, columns, version, where=where)
+    rows = read_arrow(msg_path, columns, version, where=stored_candidates_where(since).arrow())
     if rows is None:
         return _FOLD_SCHEMA.empty_table()
     rows = rows.join(keys.cast(pa.schema([("sender", rows.schema.field("sender").type),
@@ -322,8 +336,7 @@ def _decide_locally(spark: SparkSession, lake: Lake, msg_path: str, local: pa.Ta
         "signature_detail": pa.nulls(n, pa.string()),
     }, schema=_FOLD_SCHEMA))
     # Spark's order (sortWithinPartitions): ascending, nulls first
-    rows_in = sort_nulls_first(pa.concat_tables(parts),
-                               ("sender", "msg_id", "received_at", "source_file", "line_no"))
+    rows_in = sort_nulls_first(pa.concat_tables(parts), FOLD_ORDER)
     decided = pa.Table.from_batches(list(fold_with_lake(window, rows_in.to_batches())),
                                     schema=DECIDED_SCHEMA)
     return _decisions(decided)

@@ -68,6 +68,8 @@ from snap_spark.pyarrow_compat import sort_nulls_first
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from snap_spark.lake import Where
+
 
 #: Rows the fold tasks send back to the driver: one per data file written (``table`` names
 #: the table, ``info`` is the file as JSON), and one of :data:`COUNTS` per Spark task.
@@ -556,25 +558,38 @@ def _id_frame(spark: SparkSession, unique: Collection[str]) -> DataFrame:
     return spark.createDataFrame(pa.table({"task_id": pa.array(list(unique), pa.string())}))
 
 
+def state_reports_where() -> Where:
+    """The ``messages`` rows the fold takes, for a Spark fold and a driver fold alike:
+    valid, reporting one of the six states.
+
+    Examples:
+        >>> state_reports_where()
+        ((verdict == 'valid') & task_state is not null)
+    """
+    from snap_spark.lake import col
+
+    return (col("verdict") == VALID) & col("task_state").is_valid()
+
+
 def _state_reports(messages: DataFrame) -> DataFrame:
-    """The ``messages`` rows the fold takes: valid, reporting one of the six states."""
-    from pyspark.sql import functions as F
-
-    return messages.filter((F.col("verdict") == VALID) & F.col("task_state").isNotNull())
+    """The ``messages`` rows the fold takes (:func:`state_reports_where`)."""
+    return messages.filter(state_reports_where().spark())
 
 
-#: A fold reads its reports on the driver (delta-rs, one filtered scan of ``messages``)
-#: and folds them in-process, with no Spark job, shuffle or stage, when ``messages`` holds
-#: at most this many rows (all verdicts, counted from the Delta log) and the fold takes
-#: all tasks or at most :data:`LOCAL_FOLD_TASKS` of them. The scan reads every report of
-#: the table, so the table's size is what bounds it: 2M rows read in about 1.3 s here,
-#: about what a Spark fold costs at any size; the fold itself is the native core's
-#: (67,002 reports in 0.08 s, bench/README.md).
-LOCAL_FOLD_ROWS = 2_000_000
+def _fold_on_driver(msg_uri: str, ids: DataFrame | list[str] | None, version: int) -> bool:
+    """Whether a fold of ``ids`` (all tasks when ``None``) over ``messages`` at ``version``
+    reads its reports on the driver (delta-rs, one filtered scan) and folds them
+    in-process, with no Spark job, shuffle or stage: when the table is small and the ids
+    are all tasks or few (:class:`~snap_spark.placement.DriverLimits` ``fold_rows`` and
+    ``fold_tasks``). The scan reads every report of the table, so its size is what bounds
+    it (docs/speed.md has the costs); more ids go to a Spark fold, which joins them by
+    broadcast."""
+    from snap_spark.lake import rows_at_most
+    from snap_spark.placement import limits
 
-#: The most task ids a refresh folds on the driver (given as a collection, or found by a
-#: catch-up); more go to a Spark fold, which joins them by broadcast.
-LOCAL_FOLD_TASKS = 200_000
+    bounds = limits()
+    some_ids = ids is None or (isinstance(ids, list) and bounds.fits("fold_tasks", len(ids)))
+    return some_ids and rows_at_most(msg_uri, bounds.fold_rows, version)
 
 
 #: The order the fold takes a task's reports in (ascending, nulls first, as Spark sorts).
@@ -589,7 +604,7 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     """Fold the tasks of ``ids`` (all when ``None``) and commit both tables: in full
     (``replace=True``), or those tasks' rows (``keys``). ``ids`` as a list of distinct ids
     gathered on the driver, or all tasks, are found and folded on the driver when the
-    table is small (:data:`LOCAL_FOLD_ROWS`). ``since``: the tasks are those reported on
+    table is small (:func:`_fold_on_driver`). ``since``: the tasks are those reported on
     by rows ``messages`` added after that version (``ids`` unused); the commits record the
     version folded as :data:`THROUGH_KEY`, as a full fold does."""
     import pyarrow.compute as pc
@@ -604,7 +619,6 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
         get_lake,
         read_arrow,
         rows_added_since,
-        rows_at_most,
         table_uri,
         table_version,
     )
@@ -643,18 +657,17 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
         fold_files = functools.partial(fold_partition, roots, ingest_id)
         if isinstance(ids, list) and not ids:
             return TasksResult(), {"task_events": [], "tasks": []}
-        some_ids = ids is None or (isinstance(ids, list) and len(ids) <= LOCAL_FOLD_TASKS)
-        if some_ids and rows_at_most(table_uri(msg_path), LOCAL_FOLD_ROWS, version):
+        if _fold_on_driver(table_uri(msg_path), ids, version):
             # a table small enough to read on the driver: the reports read by delta-rs,
             # folded in-process
             # only a null test goes to the scan (string statistics in a Delta log may be
-            # truncated prefixes, wrong as bounds); the rest is filtered in memory
+            # truncated prefixes, wrong as bounds); the whole rule is applied in memory
             found = read_arrow(msg_path, [*_REPORT_COLUMNS, "verdict"], version,
                                where=pc.field("task_state").is_valid())
-            kept = pc.equal(found["verdict"], VALID)
+            found = found.filter(state_reports_where().arrow())
             if isinstance(ids, list):
-                kept = pc.and_(kept, pc.is_in(found["task_id"], pa.array(ids)))
-            found = found.filter(kept).select(list(_REPORT_COLUMNS))
+                found = found.filter(pc.is_in(found["task_id"], pa.array(ids)))
+            found = found.select(list(_REPORT_COLUMNS))
             written = [row for batch in fold_files(
                 sort_nulls_first(found, _FOLD_ORDER).to_batches())
                 for row in batch.to_pylist()]

@@ -2,7 +2,7 @@
 every table folder holding exactly the files its Delta log names, and every line once.
 
 A large input, landed in Spark tasks and decided in Spark stages (more than
-``commit.LOCAL_LAND_BYTES`` and ``commit.LOCAL_PASS_LINES``), is killed at two moments
+``land_bytes`` and ``pass_lines`` of :mod:`snap_spark.placement`), is killed at two moments
 one after the other on one lake, each killed run the next one's starting point: while its
 tasks write (at the first new ``raw_messages`` file, before ``stage 2/4``), then, run
 again, right after its ``raw_messages`` commit (held still there by :mod:`tests.hold`).
@@ -28,7 +28,7 @@ from tests.lake.helpers import delta_rows
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 TABLES = ("raw_messages", "messages")
-#: Just over commit.LOCAL_PASS_LINES (checked by the test): the Spark path of every step.
+#: Just over the default pass_lines (checked by the test): the Spark path of every step.
 LINES = 21_000
 
 
@@ -71,12 +71,13 @@ def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_li
     ``lake clean --dry-run`` names every uncommitted file, changing nothing. The run again
     in this process leaves each line once in both tables, every file one its log names,
     no staging file, no marker."""
-    from snap_spark.pipeline.commit import LOCAL_LAND_BYTES, LOCAL_PASS_LINES
+    from snap_spark.placement import DriverLimits
 
     archive, lake = tmp_path / "traffic.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(archive),
                  tasks_path=None)
-    assert LINES > LOCAL_PASS_LINES and archive.stat().st_size > 4 * LOCAL_LAND_BYTES
+    limits = DriverLimits()
+    assert limits.pass_lines < LINES and archive.stat().st_size > 4 * limits.land_bytes
     args = ["--input", str(archive), "--lake", str(lake), "--batch-rows", "2000"]
 
     said = kill_at_new_file(start_job("verify_messages.py", args), lake, ("raw_messages",),

@@ -81,7 +81,7 @@ def test_a_small_run_starts_no_spark_and_lands_what_a_started_session_lands(
 def test_a_run_that_needs_spark_starts_it_and_lands_the_same(
         spark: Any, sample: Path, tmp_path: Path) -> None:
     # landing forced into Spark tasks: the session starts at the first stage
-    forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_LOCAL_LAND_BYTES="0")
+    forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_DRIVER_LIMITS="land_bytes=0")
     small = run_job(sample, tmp_path / "small")
     assert forced["jvm"] is True and small["jvm"] is False
     assert verdicts(tmp_path / "forced") == verdicts(tmp_path / "small")

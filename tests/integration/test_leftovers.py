@@ -5,21 +5,20 @@ runs again, no such file is left anywhere, nor a staging file or a run marker, a
 tables equal those of the same runs uninterrupted.
 
 The batch job lands one archive, small enough for the driver process to land it itself
-(``commit.LOCAL_LAND_BYTES``), held still by :mod:`tests.hold` and killed right after its
-lines in turn (``stage 1/4``; ``stage 2/4``: its files written, nothing committed; ``stage
-3/4``: between its two commits; then, not held, ``tasks: … refreshed``), each kill followed
-by the next run of the same archive; then a second archive, killed after its ``stage 4/4``
-line while its task catch-up writes ``task_events`` and ``tasks`` (at the first new data
-file there, before its commit); then Nostr ingestion, held still and killed once the stored
-messages it lands are written, before their commit. After the runs again the first archive's
-lines are in ``raw_messages`` and ``messages`` once each, with the verdicts of the
-pure-Python checker over that archive (the kill tests of a small input on the driver path
-live here; those of a large one in Spark tasks are in ``test_crash.py``). Issue 47: the
+(:mod:`snap_spark.placement`, ``land_bytes``), held still by :mod:`tests.hold` and killed
+right after its lines in turn (``stage 1/4``; ``stage 2/4``: its files written, nothing
+committed; ``stage 3/4``: between its two commits; then, not held, ``tasks: … refreshed``),
+each kill followed by the next run of the same archive; then a second archive, killed after
+its ``stage 4/4`` line while its task catch-up writes ``task_events`` and ``tasks`` (at the
+first new data file there, before its commit); then Nostr ingestion, held still and killed
+once the stored messages it lands are written, before their commit. After the runs again the
+first archive's lines are in ``raw_messages`` and ``messages`` once each, with the verdicts
+of the pure-Python checker over that archive (the kill tests of a small input on the driver
+path live here; those of a large one in Spark tasks are in ``test_crash.py``). Issue 47: the
 sweeps looked in ``raw_messages``, ``messages`` and ``ingested_files`` only (the batch
 job's, ``lake clean``) or in the Nostr tables only (the ingestion's, which also forgets the
 markers it finds), so the catch-up's files were never named, and the ingestion's landing
-leftovers were forgotten; on that code this test fails at the task catch-up.
-"""
+leftovers were forgotten; on that code this test fails at the task catch-up. """
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ import pytest
 from deltalake import DeltaTable
 
 from snap_spark.cli import main as cli_main
-from snap_spark.pipeline.commit import LOCAL_LAND_BYTES
+from snap_spark.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -166,7 +165,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for seed, (path, lines) in enumerate(zip(archives, (1_200, 8_000), strict=True), 31):
         write_sample(SampleConfig(agents=8, messages=lines, seed=seed), str(path),
                      tasks_path=None)
-    assert archives[0].stat().st_size <= LOCAL_LAND_BYTES < archives[1].stat().st_size
+    assert archives[0].stat().st_size <= DriverLimits().land_bytes < archives[1].stat().st_size
     nostr = output_paths(str(folder / "nostr"))
     write_nostr_sample(NostrSampleConfig(cards=12, messages=60, well_known=6, seed=9),
                        str(folder / "nostr"))

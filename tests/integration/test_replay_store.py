@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.pipeline import commit
 from snap_spark.pipeline.job import run
 from snap_spark.pipeline.tasks import rebuild_tasks
+from snap_spark.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
+from tests.driver_limits import set_limits
 from tests.integration.test_task_refresh import check_expectation, table_content
 from tests.lake.helpers import delta_rows, use_backend
 from tests.unit.helpers import PRIV_A, envelope, signed
@@ -83,11 +84,11 @@ def test_five_runs_in_shuffled_order_equal_one_run(spark: Any, archive: dict[str
                                                    tmp_path: Path, steps: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # A small run decides its candidates against the lake on the driver, a large one in
-    # Spark stages (commit.LOCAL_PASS_LINES): each part here is small, so the second case
+    # Spark stages (snap_spark.placement: pass_lines): each part here is small, so the second case
     # lowers the limit to take the stages.
-    assert len(archive["parts"][0]) <= commit.LOCAL_PASS_LINES
+    assert len(archive["parts"][0]) <= DriverLimits().pass_lines
     if steps == "in Spark stages":
-        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
+        set_limits(monkeypatch, pass_lines="spark")
     order = list(range(PARTS))
     random.Random(5).shuffle(order)
     assert order != sorted(order)
@@ -199,13 +200,10 @@ def test_ids_longer_than_delta_string_statistics_are_found(
     statistics. Message and task ids longer than that, alike in their first 32 characters,
     must still be found in the lake: copies landed by a later run are 2006, and every task
     report is folded, on the driver-side path and in Spark stages alike."""
-    from snap_spark.pipeline import tasks as tasks_module
     from tests.unit.helpers import T0
 
     if not local:
-        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
-        monkeypatch.setattr(tasks_module, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks_module, "LOCAL_FOLD_ROWS", 0)
+        set_limits(monkeypatch, pass_lines="spark", fold_tasks="spark", fold_rows="spark")
     prefix = "x" * 40  # longer than the statistics keep
     states = ["submitted", "working", "completed"]
 

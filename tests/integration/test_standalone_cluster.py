@@ -89,8 +89,8 @@ def test_the_job_on_a_standalone_cluster_lands_what_a_local_run_lands(
             driver_python=python, executor_python=str(python),
             lake=tmp_path / "lake-cluster", inputs=[sample], log_dir=tmp_path / "logs",
             # Spark tasks on the executors, even for this small input (which the driver
-            # would otherwise land itself: commit.LOCAL_LAND_BYTES)
-            env={**without_pythonpath(), "SNAP_SPARK_LOCAL_LAND_BYTES": "0"}, timeout=300)
+            # would otherwise land itself: snap_spark.placement, land_bytes)
+            env={**without_pythonpath(), "SNAP_SPARK_DRIVER_LIMITS": "land_bytes=0"}, timeout=300)
         apps = cluster.status()["completedapps"]
 
     # stopped: no JVM of the cluster, no executor, no Python worker left

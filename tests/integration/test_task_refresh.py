@@ -36,6 +36,7 @@ from snap_spark.samples.messages import (
 )
 from snap_spark.schemas.tables import TASK_EVENTS, TASKS
 from snap_spark.settings import VerifySettings
+from tests.driver_limits import set_limits
 from tests.lake.helpers import delta_rows, use_backend
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -216,10 +217,9 @@ def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: 
     report goes when named: a refresh by a DataFrame of ids folds in a Spark stage
     whatever the limits, so the other cases would take the same path again."""
     # A refresh of a small table folds on the driver, of a large one in a Spark stage
-    # (tasks.LOCAL_FOLD_ROWS): these runs are small, so one case lowers the limits.
+    # (snap_spark.placement: fold_rows): these runs are small, so one case lowers the limits.
     if stage:
-        monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks, "LOCAL_FOLD_ROWS", 0)
+        set_limits(monkeypatch, fold_tasks="spark", fold_rows="spark")
     sample = generate(config)
     pairs = list(sample)
     cuts = [0, *split(pairs, parts), len(pairs)]

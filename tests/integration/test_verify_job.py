@@ -16,11 +16,13 @@ import pytest
 from deltalake import DeltaTable
 
 from snap_spark.pipeline.job import run
+from snap_spark.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
+from tests.driver_limits import set_limits
 from tests.jobs import files_under
 from tests.lake.helpers import delta_rows
 from tests.unit.helpers import T0, envelope, message, signed
@@ -101,7 +103,6 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     rows in every table, the same figures, and the checker's verdicts either way. The input
     holds replays within the run, attacks of every kind, and lines that are not JSON or
     not UTF-8."""
-    from snap_spark.pipeline import commit
     from snap_spark.pipeline import job as job_module
     from tests.lake.helpers import use_backend
 
@@ -124,7 +125,8 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     cut = len(lines) // 2
     (folder / "a.jsonl").write_bytes(b"\n".join(lines[:cut]) + b"\n")
     (folder / "b.jsonl").write_bytes(b"\n".join(lines[cut:]) + b"\n")
-    assert sum(p.stat().st_size for p in folder.iterdir()) <= commit.LOCAL_LAND_BYTES
+    assert sum(p.stat().st_size for p in folder.iterdir()) <= DriverLimits().land_bytes
+    set_limits(monkeypatch, land_bytes=DriverLimits().land_bytes)
     took: list[str] = []
     real = job_module.land_on_driver
 
@@ -136,7 +138,7 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     with use_backend(spark, backend):
         on_driver = run(spark, [str(folder)], str(tmp_path / "driver"))
         assert took == ["driver"]
-        monkeypatch.setattr(commit, "LOCAL_LAND_BYTES", -1)
+        set_limits(monkeypatch, land_bytes="spark")
         # the tasks send their replay candidates to the fold in blocks (one per fold
         # partition), or with SNAP_SPARK_FOLD_BLOCKS=0 as a row per line
         from snap_spark.pipeline.land import fold_blocks
@@ -182,10 +184,9 @@ def test_messages_written_in_a_spark_stage_equal_those_written_on_the_driver(
 ) -> None:
     """A small pass writes its ``messages`` files on the driver, a large one in a Spark
     stage: the same rows either way (the sample's run took the driver)."""
-    from snap_spark.pipeline import commit
 
-    assert len(sample["lines"]) <= commit.LOCAL_PASS_LINES
-    monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
+    assert len(sample["lines"]) <= DriverLimits().pass_lines
+    set_limits(monkeypatch, pass_lines="spark")
     lake = tmp_path / "lake"
     assert run(spark, [str(sample["folder"])], str(lake)).lines_read == len(sample["lines"])
 
@@ -345,7 +346,6 @@ def test_drift_reads_the_receipt_clock_in_whole_seconds(
     """The 2004 check compares the timestamp with the whole receipt second (the spec's
     ``Math.floor(Date.now() / 1000)``): 60.999 s late is valid, 61 s late and 60.001 s early
     are 2004, on the driver and in Spark tasks; ``received_at`` keeps its fraction."""
-    from snap_spark.pipeline import commit
 
     offsets = {"late-60-999": (60.999, None), "late-61": (61.0, 2004),
                "early-60": (-60.0, None), "early-60-001": (-60.001, 2004)}
@@ -354,7 +354,9 @@ def test_drift_reads_the_receipt_clock_in_whole_seconds(
                               + b"\n" for name, (at, _) in offsets.items()))
     for where in ("driver", "tasks"):
         if where == "tasks":
-            monkeypatch.setattr(commit, "LOCAL_LAND_BYTES", -1)
+            set_limits(monkeypatch, land_bytes="spark")
+        else:
+            set_limits(monkeypatch, land_bytes=DriverLimits().land_bytes)
         run(spark, [str(path)], str(tmp_path / where))
         got = {m["msg_id"]: (m["received_at"], m["error_code"])
                for m in table(tmp_path / where, "messages")}

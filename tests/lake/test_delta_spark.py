@@ -47,6 +47,7 @@ from snap_spark.lake.delta_spark import (
 )
 from snap_spark.maven_jars import DELTA, KAFKA
 from snap_spark.session import DELTA_CATALOG, has_delta_spark
+from tests.driver_limits import set_limits
 from tests.lake.helpers import (
     add_rows,
     delta_rows,
@@ -173,14 +174,16 @@ def test_add_is_idempotent_per_app_transaction_and_reads_old_versions_and_histor
 
 
 def test_partitioned_add_read_back_refusals_distinct_values_and_a_plain_merge(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Adds to a table partitioned by day, read back (by delta-rs and through the lake);
     another partitioning, a column the table lacks and a column of another type are each
     refused before Delta writes (the refused staged files deleted); the columns of a frame
     may come in any order; an absent table is an error to read and has no history. Then
     a MERGE replaces the rows of two keys, one on each day: the table stays plain Delta
-    with UTC microsecond timestamps, to the last microsecond, read back either way."""
+    with UTC microsecond timestamps, to the last microsecond, read back either way.
+    Distinct values come from delta-rs on the driver for a small table, and the same from
+    a Spark job for a large one (``distinct_rows``)."""
     lake = delta_spark_lake(spark)
     path = str(tmp_path / "raw")
     assert lake.distinct_values(spark, path, "sender") == set()  # no table yet
@@ -218,6 +221,16 @@ def test_partitioned_add_read_back_refusals_distinct_values_and_a_plain_merge(
     assert lake.distinct_values(spark, path, "day") == {DAY1, DAY2}  # a partition column
     assert lake.distinct_values(spark, path, "sender") == {None, "agent-0", "agent-1",
                                                            "agent-2"}
+    with monkeypatch.context() as patched:  # the Spark job's way, not delta-rs's
+
+        def refused(*args: Any) -> set[Any]:
+            raise AssertionError("read on the driver")
+
+        set_limits(patched, distinct_rows="spark")
+        patched.setattr(DeltaRsLake, "distinct_values", refused)
+        assert lake.distinct_values(spark, path, "sender") == {None, "agent-0", "agent-1",
+                                                               "agent-2"}
+        assert lake.distinct_values(spark, str(tmp_path / "none"), "sender") == set()
     # column order does not matter
     shuffled = messages(spark, range(12, 14)).select("tags", "id", "day", "received_at",
                                                      "sender")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from snap_spark.nostr.client import fetch_events, publish_events
 from snap_spark.nostr.ingest import ingest
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import Keyring
+from snap_spark.placement import ENV as LIMITS_ENV
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.keys import internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import sign_event
@@ -36,6 +38,7 @@ from snap_spark.samples.nostr import (
     write_nostr_sample,
 )
 from snap_spark.settings import VerifySettings
+from tests.driver_limits import set_limits
 from tests.lake.helpers import delta_rows, use_backend
 from tests.nostr.conftest import PRIV_A, PRIV_B, card_event
 
@@ -296,7 +299,7 @@ def test_live_sample_events_get_their_labels(spark: Any, tmp_path: Path, relay: 
     # those few deliveries were checked on the driver; checked in Spark tasks instead
     # (another lake, the same relay), they get the same verdicts
     with monkeypatch.context() as patched:
-        patched.setenv("SNAP_SPARK_LOCAL_LAND_BYTES", "0")
+        set_limits(patched, land_bytes="spark")
         ingest(spark, str(tmp_path / "in-spark"), relays=[relay.url],
                keyring=Keyring.load(paths["keyring"]), timeout=10.0)
     assert {r["event_key"]: (r["verdict"], r["error_code"])
@@ -566,14 +569,15 @@ def _canonical(rows: Any) -> list[str]:
 def test_lookups_on_the_driver_equal_the_spark_joins(
         spark: Any, tmp_path: Path, sample: tuple[Any, dict[str, str]], backend: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A small table is looked up on the driver (delta-rs and memory) instead of by Spark
-    joins (LOCAL_LOOKUP_ROWS), and a small archive's lines are checked there instead of in
-    Spark tasks (SNAP_SPARK_LOCAL_LAND_BYTES). Two runs (the second re-decides rows of the
+    """A small table is looked up on the driver (delta-rs and memory) instead of by Spark joins
+    (lookup_rows), and a small archive's lines are checked there instead of in Spark tasks
+    (land_bytes; both of snap_spark.placement). Two runs (the second re-decides rows of the
     first) made with every lookup in Spark land the same tables as on the driver; and each
-    lookup those runs make (of nostr_events, agent_card_history, agent_cards and raw_messages, of
-    the stored messages' verdicts, of the messages a run re-decides) is made on the driver
-    too, at that moment, on the tables the backend wrote: the same rows, with the same
-    types, every lookup finding rows at least once; so are the relays' resume points."""
+    lookup those runs make (of nostr_events, agent_card_history, agent_cards and
+    raw_messages, of the stored messages' verdicts, of the messages a run re-decides) is
+    made on the driver too, at that moment, on the tables the backend wrote: the same rows,
+    with the same types, every lookup finding rows at least once; so are the relays' resume
+    points."""
     from snap_spark.nostr import ingest as module
 
     _made, paths = sample
@@ -590,14 +594,15 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         def lookup(*args: Any, **kwargs: Any) -> Any:
             if replaying:  # (the lookups inside one made again: on the driver too)
                 return real(*args, **kwargs)
-            in_spark = real(*args, **kwargs)  # as the run asks (LOCAL_LOOKUP_ROWS -1)
+            in_spark = real(*args, **kwargs)  # as the run asks (lookup_rows=spark)
             replaying.append(True)
-            module.LOCAL_LOOKUP_ROWS = 100_000
+            saved = os.environ[LIMITS_ENV]
+            os.environ[LIMITS_ENV] = f"{saved},lookup_rows=100000"
             try:
                 on_driver = real(*args, **{**kwargs, "local": True}
                                  if kwargs.get("local") is False else kwargs)
             finally:
-                module.LOCAL_LOOKUP_ROWS = -1
+                os.environ[LIMITS_ENV] = saved
                 replaying.clear()
             what = f"{name} {Path(args[2]).name}" if name == "_lookup" else name
             got = [_canonical(list(x.items()) if isinstance(x, dict) else x)
@@ -609,12 +614,12 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
 
     with use_backend(spark, backend):
         for way, lake in lakes.items():
-            monkeypatch.setattr(module, "LOCAL_LOOKUP_ROWS",
-                                100_000 if way == "driver" else -1)
-            # the archive's lines (and the stored messages' lines) checked on the driver,
-            # or in Spark tasks
-            monkeypatch.setenv("SNAP_SPARK_LOCAL_LAND_BYTES", "1048576" if way == "driver"
-                               else "0")
+            # the lookups, the archive's lines and the stored messages' lines: on the
+            # driver, or in Spark
+            if way == "driver":
+                set_limits(monkeypatch, lookup_rows=100_000, land_bytes=1_048_576)
+            else:
+                set_limits(monkeypatch, lookup_rows="spark", land_bytes="spark")
             if way == "spark":
                 for name in ("_lookup", "_landed_messages", "_restated_rows"):
                     monkeypatch.setattr(module, name, both_ways(name, getattr(module, name)))
@@ -629,8 +634,8 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         events = table(lakes["spark"], "nostr_events")
         relays = [*sorted({r for e in events for r in e["relays"] or ()}), "wss://none"]
         resumes = []
-        for rows in (-1, 100_000):
-            monkeypatch.setattr(module, "LOCAL_LOOKUP_ROWS", rows)
+        for rows in ("spark", 100_000):
+            set_limits(monkeypatch, lookup_rows=rows)
             resumes.append(module.resume_points(spark, str(lakes["spark"]), relays,
                                                 time.time()))
     print({what: (len(found), sum(found)) for what, found in sorted(compared.items())})

@@ -24,10 +24,12 @@ from snap_spark.audit import audit
 from snap_spark.audit.figures import Window
 from snap_spark.audit.job import DEFAULT_THRESHOLDS, main
 from snap_spark.audit.reverify import reverify
+from snap_spark.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.settings import VerifySettings
+from tests.driver_limits import set_limits
 from tests.operate.conftest import AGENTS, SEED, FullLake
 
 pytestmark = [pytest.mark.spark]
@@ -570,7 +572,7 @@ def test_charts_have_readable_labels_and_legends_beside_the_data(
 def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
         spark: Any, full_lake: FullLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A small table is read on the driver and handed to Spark as Arrow (LOCAL_AUDIT_ROWS)
+    """A small table is read on the driver and handed to Spark as Arrow (read_rows)
     instead of read and cached by Spark: the whole summary, figures, table facts and the
     re-verification of a seeded sample, is the same both ways. The run that reads on the
     driver is the job's entry point (``main``) with lenient thresholds, none of which the
@@ -582,11 +584,11 @@ def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
     lenient.write_text("[max]\nforged_signature_rate = 0.5\nimpersonation_attempts = 100\n"
                        "illegal_transitions = 100\nreplay_rate = 0.5\n")
     on_driver, by_spark = tmp_path / "on-driver", tmp_path / "by-spark"
-    assert job.LOCAL_AUDIT_ROWS > 0
+    set_limits(monkeypatch, read_rows=DriverLimits().read_rows)
     assert main(["--lake", lake, "--out", str(on_driver), "--thresholds", str(lenient),
                  "--reverify-sample", "0.3", "--seed", "11"]) == 0
     assert "clean: no threshold crossed" in capsys.readouterr().out
-    monkeypatch.setattr(job, "LOCAL_AUDIT_ROWS", -1)
+    set_limits(monkeypatch, read_rows="spark")
     audit(spark, lake, str(by_spark), thresholds=job.load_thresholds(str(lenient)),
           reverify_fraction=0.3, seed=11)
     summaries = []

@@ -122,7 +122,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
                SPARK_LOCAL_IP="127.0.0.1",
                # the packaged job lands in Spark tasks, whose Python workers import the
                # installed package (a small input would otherwise land on the driver)
-               SNAP_SPARK_LOCAL_LAND_BYTES="0")
+               SNAP_SPARK_DRIVER_LIMITS="land_bytes=0")
     work = tmp / "work"  # every command runs here, outside the checkout
     work.mkdir()
     return {"prefix": prefix, "env": env, "work": work, "bottoms": bottoms}

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline import commit, tasks
 from snap_spark.pipeline.queries import (
     CHECKPOINT_MANAGER_CONF,
     FILE_SYSTEM_CHECKPOINTS,
@@ -25,6 +24,7 @@ from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
+from tests.driver_limits import set_limits
 from tests.integration.test_task_refresh import check_expectation
 from tests.lake.helpers import delta_rows
 
@@ -93,9 +93,7 @@ def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
                "org.apache.spark.sql.execution.streaming.FileContextBasedCheckpointFileManager")
     with_conf(spark, request, CHECKPOINT_MANAGER_CONF, manager)
     if steps == "in Spark stages":
-        monkeypatch.setattr(commit, "LOCAL_PASS_LINES", 0)
-        monkeypatch.setattr(tasks, "LOCAL_FOLD_TASKS", 0)
-        monkeypatch.setattr(tasks, "LOCAL_FOLD_ROWS", 0)
+        set_limits(monkeypatch, pass_lines="spark", fold_tasks="spark", fold_rows="spark")
     lines = traffic["lines"]
     drops = tmp_path / "drops"
     landing = tmp_path / "landing"

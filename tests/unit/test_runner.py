@@ -32,6 +32,20 @@ def test_bad_settings_exit_2_with_one_line(option: str, value: str, tmp_path: Pa
     assert not (tmp_path / "lake").exists()
 
 
+def test_a_malformed_driver_limit_exits_2_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    given = tmp_path / "in.jsonl"
+    given.write_bytes(b"{}\n")
+    monkeypatch.setenv("SNAP_SPARK_DRIVER_LIMITS", "land_bytes=1MB")
+    code = main(VerifyMessages(), ["--input", str(given), "--lake", str(tmp_path / "lake")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_USAGE
+    assert err == ["verify_messages: SNAP_SPARK_DRIVER_LIMITS: land_bytes='1MB' is not a "
+                   "whole number >= 0 nor spark"]
+    assert not (tmp_path / "lake").exists()
+
+
 def test_config_paths_are_relative_to_the_config_file(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     conf = tmp_path / "conf"
