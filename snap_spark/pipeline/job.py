@@ -130,53 +130,77 @@ def run(
         >>> run(spark, [str(tmp / "in")], str(tmp / "lake")).files_skipped
         1
     """
-    from snap_spark.lake import (
-        CommitContention,
-        get_lake,
-        table_rows,
-        table_uri,
-        table_version,
-    )
-    from snap_spark.pipeline.ingest import LandedPiece, plan_files
-    from snap_spark.pipeline.land import (
-        LandSpec,
-        fold_blocks,
-        land_part,
-        landed_struct,
-    )
-    from snap_spark.pipeline.read import (
-        RangesAhead,
-        over_ranges,
-        plan_ranges,
-        small_input,
-        warm_workers,
-    )
-    from snap_spark.pipeline.runs import (
-        clean_leftovers,
-        run_marker,
-        running_runs,
-    )
-    from snap_spark.processes import current_owner
+    from snap_spark.lake import get_lake
 
     settings = decided_settings(settings, spark)
     started = time.monotonic()
     result = JobResult()
     lake = get_lake(spark)
-    raw_path = storage.join(lake_dir, "raw_messages")
-    msg_path = storage.join(lake_dir, "messages")
     prepare_landing(lake_dir)
-    ledger_path = storage.join(lake_dir, "ingested_files")
+    found = _found_inputs(spark, inputs, lake_dir, upto)
+    result.files_seen = len(found.files)
+    done = _landed_before(spark, lake, lake_dir, settings, found, result)
+    result.files_skipped = len(found.files) - len(found.todo)
+    log(f"stage 1/4 inputs: {len(found.files)} files ({result.files_skipped} already "
+        f"ingested) lake={lake_dir} backend={lake.name}")
+    if not found.todo:
+        found.ahead.cancel()
+        if found.warming is not None:
+            found.warming.join()
+        log("nothing new to ingest")
+        result.seconds = time.monotonic() - started
+        return result
+    result.files_processed = len(found.todo)
+    _land_and_commit(spark, lake, lake_dir, settings, found, done, started, result,
+                     catch_up_tasks=catch_up_tasks)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+@dataclasses.dataclass
+class _FoundInputs:
+    """What a run found to land (:func:`_found_inputs`)."""
+
+    #: every input file listed
+    files: list[str]
+    #: the files' plans, for those that land (their bytes not all in the lake)
+    plans: list[Any]
+    #: source file -> file key, of the files that land
+    keys: dict[str, str]
+    #: the line ranges of the files the ledger has never seen, planned on a thread
+    ahead: Any
+    #: Spark's Python workers starting for a large landing (``None`` for a small one)
+    warming: Any
+
+    @property
+    def todo(self) -> list[str]:
+        """The files that land, in order."""
+        return list(self.keys)
+
+    @property
+    def pieces(self) -> dict[str, tuple[int, int | None, int]]:
+        """Each landing file's bytes to land and its first line number."""
+        return {plan.source_file: (plan.start_byte, plan.end_byte, plan.first_line)
+                for plan in self.plans}
+
+
+def _found_inputs(spark: SparkSession, inputs: Sequence[str], lake_dir: str,
+                  upto: Mapping[str, int] | None) -> _FoundInputs:
+    """List the inputs and plan each against the lake's ledger: files are known by their
+    bytes, so what the lake holds is skipped and what grew lands from where it stopped
+    (:mod:`snap_spark.pipeline.ingest`). The files the ledger has never seen are most
+    likely landed whole: their line ranges are planned on a thread while ``plan_files``
+    hashes them (both read every byte), and for a large landing Spark's Python workers
+    start meanwhile."""
+    from snap_spark.lake import table_rows
+    from snap_spark.pipeline.ingest import LandedPiece, plan_files
+    from snap_spark.pipeline.read import RangesAhead, small_input, warm_workers
 
     files = listed_inputs(inputs)
-    result.files_seen = len(files)
-    # Files are known by their bytes: what this lake already holds is skipped, what grew
-    # lands from where it stopped (pipeline/ingest.py).
-    ledger = [LandedPiece.from_row(row) for row in table_rows(ledger_path)]
-    # The files the ledger has never seen are most likely landed whole: their line ranges
-    # are planned on a thread while plan_files hashes them (both read every byte).
+    ledger = [LandedPiece.from_row(row)
+              for row in table_rows(storage.join(lake_dir, "ingested_files"))]
     seen = {piece.source_file for piece in ledger}
     unseen = [path for path in files if path not in seen]
-    # a large landing ahead: Spark's Python workers start while the files are hashed
     warming = warm_workers(spark) if not small_input(unseen, {}, limits().land_bytes) else None
     ahead = RangesAhead(unseen, spark.sparkContext.defaultParallelism)
     try:
@@ -187,18 +211,38 @@ def run(
     for plan in plans:
         if plan.note:
             log(f"{plan.source_file}: {plan.note}")
-    todo_plans = [plan for plan in plans if plan.lands]
-    keys = {plan.source_file: plan.file_key for plan in todo_plans}
-    todo = list(keys)
-    # The version of messages that was found without the files to land: at commit, files
-    # another writer landed since are noticed (_commit_messages).
+    landing = [plan for plan in plans if plan.lands]
+    return _FoundInputs(files, landing, {plan.source_file: plan.file_key for plan in landing},
+                        ahead, warming)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LandedBefore:
+    """The lake's state a run lands against (:func:`_landed_before`)."""
+
+    #: the ``messages`` version found without the files to land: at commit, files another
+    #: writer landed since are noticed (``_commit_messages``)
+    msg_version: int
+    #: file keys ``raw_messages`` and ``messages`` hold
+    raw: set[str]
+    msg: set[str]
+
+
+def _landed_before(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+                   found: _FoundInputs, result: JobResult) -> _LandedBefore:
+    """The file keys the lake's two tables hold; files with ``raw_messages`` rows and no
+    ``messages`` rows (a run stopped between its commits) whose bytes the input no longer
+    holds are completed from ``raw_messages`` itself first. A run still writing (another
+    writer between its two commits) completes its own files."""
+    from snap_spark.lake import CommitContention, table_uri, table_version
+    from snap_spark.pipeline.runs import running_runs
+
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
     msg_version = table_version(table_uri(msg_path))
     done_msg = lake.distinct_values(spark, msg_path, "file_key")
     done_raw = lake.distinct_values(spark, raw_path, "file_key")
-    # raw_messages committed, messages not (a run stopped between its commits) and the input
-    # no longer holds those bytes: complete the messages from raw_messages itself. A run
-    # still writing (another writer between its two commits) completes its own files.
-    orphans = done_raw - done_msg - set(keys.values())
+    orphans = done_raw - done_msg - set(found.keys.values())
     if orphans:
         orphans -= _files_of_runs(raw_path, orphans, running_runs(lake_dir))
     if orphans:
@@ -215,73 +259,27 @@ def run(
                 raise
             log(f"{len(orphans)} of those file(s) were completed meanwhile by another "
                 "writer: nothing to do for them")
-    result.files_skipped = len(files) - len(todo)
-    log(f"stage 1/4 inputs: {len(files)} files ({result.files_skipped} already ingested) "
-        f"lake={lake_dir} backend={lake.name}")
-    if not todo:
-        ahead.cancel()
-        if warming is not None:
-            warming.join()
-        log("nothing new to ingest")
-        result.seconds = time.monotonic() - started
-        return result
-    result.files_processed = len(todo)
+    return _LandedBefore(msg_version, done_raw, done_msg)
 
+
+def _land_and_commit(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+                     found: _FoundInputs, done: _LandedBefore, started: float,
+                     result: JobResult, *, catch_up_tasks: bool) -> None:
+    """Land the files ``found`` holds and commit them (stages 2-4), under a run marker;
+    whatever fails leaves no staging file, and no table folder this run created empty."""
+    from snap_spark.lake import table_uri
+    from snap_spark.pipeline.runs import clean_leftovers, run_marker
+
+    raw_path = storage.join(lake_dir, "raw_messages")
+    msg_path = storage.join(lake_dir, "messages")
     ingest_id = uuid.uuid4().hex
     existed = [p for p in (lake_dir, raw_path, msg_path) if storage.exists(p)]
     marker = contextlib.ExitStack()
     marker.enter_context(run_marker(lake_dir, ingest_id))
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
-    raw_keys = [keys[p] for p in todo if keys[p] not in done_raw]
-    msg_keys = [keys[p] for p in todo if keys[p] not in done_msg]
-    raw_root = lake.data_root(raw_path, staging)
-    spec = LandSpec(
-        ingest_id=ingest_id, ingest_time_us=int(time.time() * 1_000_000),
-        file_keys={p: keys[p] for p in todo},
-        raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
-        raw_root=raw_root, staging=f"{staging}/messages",
-        settings=settings, owner=current_owner(),
-    )
-    # What decided this run's verdicts, kept in both commits for audits.
-    info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
-            "settings": settings.as_record(), "files": len(todo)}
-    pieces = {plan.source_file: (plan.start_byte, plan.end_byte, plan.first_line)
-              for plan in todo_plans}
-    ranges = plan_ranges(spark, todo, pieces=pieces, ahead=ahead)
     try:
-        candidates_dir = storage.join(staging, "candidates")
-        if small_input(todo, pieces, limits().land_bytes):
-            # a few thousand lines: landed in this process, no Spark stage (commit.py)
-            landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
-        else:
-            # One job: land every range, shuffle the replay candidates by (from, id) (a
-            # block per fold partition and task), fold replays.
-            blocks = fold_blocks(spark)
-            landed = fold_pass(over_ranges(
-                spark, ranges,
-                functools.partial(land_part, dataclasses.replace(spec, fold_blocks=blocks)),
-                landed_struct()), settings.replay_window, candidates_dir, blocks)
-        if warming is not None:
-            warming.join()  # long done: its tasks ran before the landing's
-        if landed.bare:  # refused before any progress line claims lines were written
-            from snap_spark.lake import delete_data_files
-
-            delete_data_files(raw_root, landed.raw_files)
-            refuse_bare_lines()
-        log(f"stage 2/4 read, checked and wrote {sum(landed.lines.values())} lines from "
-            f"{len(todo)} files ({landed.replays} replays found) "
-            f"[{time.monotonic() - started:.1f}s]")
-        commit_pass(spark, lake, landed, CommitPlan(
-            lake_dir=lake_dir, ingest_id=ingest_id, ingest_time_us=spec.ingest_time_us,
-            staging=staging, settings=settings, raw_keys=raw_keys, msg_keys=msg_keys,
-            txn=lambda _table, these: (batch_app_id(these), 1), info=info,
-            raw_root=raw_root,
-            ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in todo_plans],
-            ledger_keys=list(keys.values()), files_absent_at=msg_version, started=started,
-            catch_up_tasks=catch_up_tasks,
-            # unfinished last lines landed before that these lines complete: their rows go
-            replaced=[plan.replaces for plan in todo_plans if plan.replaces is not None]),
-            result)
+        _land_pass(spark, lake, lake_dir, settings, found, done, ingest_id, staging,
+                   started, result, catch_up_tasks=catch_up_tasks)
     except BaseException:
         _remove_tree(staging)
         marker.close()
@@ -292,8 +290,66 @@ def run(
     # Sweep again: workers of a run killed just before this one may have finished a file
     # after the first sweep (they die a moment after their driver).
     clean_leftovers(lake_dir, LANDED_TABLES)
-    result.seconds = time.monotonic() - started
-    return result
+
+
+def _land_pass(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+               found: _FoundInputs, done: _LandedBefore, ingest_id: str, staging: str,
+               started: float, result: JobResult, *, catch_up_tasks: bool) -> None:
+    """Stages 2-4 of a run: land the files' lines (on the driver for a small input, else
+    in one Spark job that also folds the replays), then commit every table."""
+    from snap_spark.pipeline.land import LandSpec, fold_blocks, land_part, landed_struct
+    from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
+    from snap_spark.processes import current_owner
+
+    todo, keys = found.todo, found.keys
+    raw_keys = [keys[p] for p in todo if keys[p] not in done.raw]
+    msg_keys = [keys[p] for p in todo if keys[p] not in done.msg]
+    raw_root = lake.data_root(storage.join(lake_dir, "raw_messages"), staging)
+    spec = LandSpec(
+        ingest_id=ingest_id, ingest_time_us=int(time.time() * 1_000_000),
+        file_keys={p: keys[p] for p in todo},
+        raw_keys=frozenset(raw_keys), msg_keys=frozenset(msg_keys),
+        raw_root=raw_root, staging=f"{staging}/messages",
+        settings=settings, owner=current_owner(),
+    )
+    pieces = found.pieces
+    ranges = plan_ranges(spark, todo, pieces=pieces, ahead=found.ahead)
+    candidates_dir = storage.join(staging, "candidates")
+    if small_input(todo, pieces, limits().land_bytes):
+        # a few thousand lines: landed in this process, no Spark stage (commit.py)
+        landed = land_on_driver(spec, ranges, settings.replay_window, candidates_dir)
+    else:
+        # One job: land every range, shuffle the replay candidates by (from, id) (a block
+        # per fold partition and task), fold replays.
+        blocks = fold_blocks(spark)
+        landed = fold_pass(over_ranges(
+            spark, ranges,
+            functools.partial(land_part, dataclasses.replace(spec, fold_blocks=blocks)),
+            landed_struct()), settings.replay_window, candidates_dir, blocks)
+    if found.warming is not None:
+        found.warming.join()  # long done: its tasks ran before the landing's
+    if landed.bare:  # refused before any progress line claims lines were written
+        from snap_spark.lake import delete_data_files
+
+        delete_data_files(raw_root, landed.raw_files)
+        refuse_bare_lines()
+    log(f"stage 2/4 read, checked and wrote {sum(landed.lines.values())} lines from "
+        f"{len(todo)} files ({landed.replays} replays found) "
+        f"[{time.monotonic() - started:.1f}s]")
+    # What decided this run's verdicts, kept in both commits for audits.
+    info = {"job": "verify_messages", "ingest_id": ingest_id, "snap_spark": __version__,
+            "settings": settings.as_record(), "files": len(todo)}
+    commit_pass(spark, lake, landed, CommitPlan(
+        lake_dir=lake_dir, ingest_id=ingest_id, ingest_time_us=spec.ingest_time_us,
+        staging=staging, settings=settings, raw_keys=raw_keys, msg_keys=msg_keys,
+        txn=lambda _table, these: (batch_app_id(these), 1), info=info,
+        raw_root=raw_root,
+        ledger=[plan.piece(landed.lines.get(plan.file_key, 0)) for plan in found.plans],
+        ledger_keys=list(keys.values()), files_absent_at=done.msg_version, started=started,
+        catch_up_tasks=catch_up_tasks,
+        # unfinished last lines landed before that these lines complete: their rows go
+        replaced=[plan.replaces for plan in found.plans if plan.replaces is not None]),
+        result)
 
 
 def reverify(
