@@ -607,24 +607,9 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     table is small (:func:`_fold_on_driver`). ``since``: the tasks are those reported on
     by rows ``messages`` added after that version (``ids`` unused); the commits record the
     version folded as :data:`THROUGH_KEY`, as a full fold does."""
-    import pyarrow.compute as pc
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from snap_spark import storage
-    from snap_spark.lake import (
-        check_table_location,
-        commit_data_files,
-        commit_lease,
-        delete_data_files,
-        get_lake,
-        read_arrow,
-        rows_added_since,
-        table_uri,
-        table_version,
-    )
-    from snap_spark.pipeline.ingest import batch_app_id
-    from snap_spark.pipeline.land import data_file
-    from snap_spark.pipeline.runs import file_prefix, run_marker
+    from snap_spark.lake import check_table_location, get_lake, table_uri
+    from snap_spark.pipeline.runs import run_marker
     from snap_spark.runner import UsageError
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
 
@@ -638,104 +623,151 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     check_table_location(paths["tasks"], TASKS)
     ingest_id = uuid.uuid4().hex
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
-    roots = {name: lake.data_root(path, staging) for name, path in paths.items()}
-    job = "rebuild_tasks" if ids is None and since is None else "refresh_tasks"
-
-    def reported_after(version: int, known: Collection[str] = ()) -> tuple[int, list[str]]:
-        """The latest version of ``messages``, and the tasks its rows added after
-        ``version`` report on (with ``known``), as a sorted list."""
-        latest, rows = rows_added_since(msg_path, version, ["task_id", "task_state"])
-        found = set(known)
-        if rows.num_rows:
-            found.update(task_id for task_id, state in zip(
-                rows.column("task_id").to_pylist(), rows.column("task_state").to_pylist(),
-                strict=True) if task_id is not None and state is not None)
-        return latest, sorted(found)
-
-    def fold(version: int) -> tuple[TasksResult, dict[str, list[Any]]]:
-        """Fold the tasks from ``messages`` at ``version`` into files of both tables."""
-        fold_files = functools.partial(fold_partition, roots, ingest_id)
-        if isinstance(ids, list) and not ids:
-            return TasksResult(), {"task_events": [], "tasks": []}
-        if _fold_on_driver(table_uri(msg_path), ids, version):
-            # a table small enough to read on the driver: the reports read by delta-rs,
-            # folded in-process
-            # only a null test goes to the scan (string statistics in a Delta log may be
-            # truncated prefixes, wrong as bounds); the whole rule is applied in memory
-            found = read_arrow(msg_path, [*_REPORT_COLUMNS, "verdict"], version,
-                               where=pc.field("task_state").is_valid())
-            found = found.filter(state_reports_where().arrow())
-            if isinstance(ids, list):
-                found = found.filter(pc.is_in(found["task_id"], pa.array(ids)))
-            found = found.select(list(_REPORT_COLUMNS))
-            written = [row for batch in fold_files(
-                sort_nulls_first(found, _FOLD_ORDER).to_batches())
-                for row in batch.to_pylist()]
-        else:
-            reports = _state_reports(lake.read(spark, msg_path, version))
-            if ids is not None:
-                frame = _id_frame(spark, ids) if isinstance(ids, list) else ids
-                reports = reports.join(frame, "task_id", "left_semi")
-            written = (reports.select(*_REPORT_COLUMNS).repartition("task_id")
-                       .sortWithinPartitions(*_FOLD_ORDER)
-                       .mapInArrow(fold_files, from_arrow_schema(WRITTEN)).collect())
-        folded = TasksResult()
-        out: dict[str, list[Any]] = {"task_events": [], "tasks": []}
-        for row in written:
-            if row["table"] == COUNTS:
-                counts = json.loads(row["info"])
-                folded.tasks += counts["tasks"]
-                folded.reports += counts["reports"]
-                folded.illegal += counts["illegal"]
-                folded.foreign += counts["foreign"]
-            else:
-                out[row["table"]].append(data_file(row["info"]))
-        return folded, out
-
-    files: dict[str, list[Any]] = {"task_events": [], "tasks": []}
+    target = _FoldTarget(spark, lake, lake_dir, msg_path, paths, ingest_id,
+                         {name: lake.data_root(path, staging) for name, path in paths.items()},
+                         "rebuild_tasks" if ids is None and since is None else "refresh_tasks")
     with run_marker(lake_dir, ingest_id):
         try:
-            # The fold reads one version of messages; it is committed only if no other
-            # writer changed messages since, else folded again under the commit lease (two
-            # writers refreshing one task leave what one rebuild gives).
-            if since is None:
-                read_version = table_version(table_uri(msg_path))
-            else:
-                read_version, ids = reported_after(since)
-            result, files = fold(read_version)
-            with commit_lease(lake_dir, job):
-                latest = table_version(table_uri(msg_path))
-                if latest != read_version:
-                    for name, leftovers in files.items():
-                        delete_data_files(roots[name], leftovers)
-                    files = {"task_events": [], "tasks": []}
-                    if isinstance(ids, list) and since is not None:
-                        # and the tasks of what was committed meanwhile
-                        latest, ids = reported_after(read_version, ids)
-                    result, files = fold(latest)
-                info: dict[str, Any] = {"job": job, "ingest_id": ingest_id,
-                                        "messages_version": latest}
-                if ids is None or since is not None:  # every report up to it is folded
-                    info[THROUGH_KEY] = latest
-                # ids gathered on the driver go to the commit as Arrow: no Spark job
-                keys = (pa.table({"task_id": pa.array(ids, pa.string())})
-                        if isinstance(ids, list) else ids)
-                for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
-                    # the whole table, or those tasks' rows; the files committed or deleted
-                    commit_data_files(spark, lake, paths[name], roots[name], files[name],
-                                      schema=schema, app_id=batch_app_id([ingest_id, name]),
-                                      version=1, commit_info=info, replace=keys is None,
-                                      keys=keys,
-                                      file_prefix=file_prefix(ingest_id, f"{name}-kept"))
-                    files[name] = []
+            result = _fold_and_commit(target, ids, since)
         finally:
-            for name, leftovers in files.items():
-                delete_data_files(roots[name], leftovers)
+            target.delete_files()
             storage.delete_tree(staging)
     result.tasks_written = result.tasks
     result.events_written = result.reports
     result.seconds = time.monotonic() - started
     return result
+
+
+@dataclasses.dataclass
+class _FoldTarget:
+    """Where one task fold reads and writes (:func:`_fold_tasks`)."""
+
+    spark: SparkSession
+    lake: Any
+    lake_dir: str
+    msg_path: str
+    #: table name -> its path, for ``task_events`` and ``tasks``
+    paths: dict[str, str]
+    ingest_id: str
+    #: table name -> the folder its new files are written to
+    roots: dict[str, str]
+    #: ``rebuild_tasks`` or ``refresh_tasks``: the commit lease's holder and commit info
+    job: str
+    #: table name -> files written and not yet committed (deleted on any way out)
+    files: dict[str, list[Any]] = dataclasses.field(
+        default_factory=lambda: {"task_events": [], "tasks": []})
+
+    def delete_files(self) -> None:
+        """Delete the files written and not committed."""
+        from snap_spark.lake import delete_data_files
+
+        for name, leftovers in self.files.items():
+            delete_data_files(self.roots[name], leftovers)
+        self.files = {"task_events": [], "tasks": []}
+
+
+def _reported_after(msg_path: str, version: int, known: Collection[str] = ()
+                    ) -> tuple[int, list[str]]:
+    """The latest version of ``messages``, and the tasks its rows added after ``version``
+    report on (with ``known``), as a sorted list."""
+    from snap_spark.lake import rows_added_since
+
+    latest, rows = rows_added_since(msg_path, version, ["task_id", "task_state"])
+    found = set(known)
+    if rows.num_rows:
+        found.update(task_id for task_id, state in zip(
+            rows.column("task_id").to_pylist(), rows.column("task_state").to_pylist(),
+            strict=True) if task_id is not None and state is not None)
+    return latest, sorted(found)
+
+
+def _fold_and_commit(target: _FoldTarget, ids: DataFrame | list[str] | None,
+                     since: int | None) -> TasksResult:
+    """Fold one version of ``messages`` and commit both tables under the commit lease; if
+    another writer changed ``messages`` since that version, fold again at the latest one
+    first (two writers refreshing one task leave what one rebuild gives)."""
+    from snap_spark.lake import commit_data_files, commit_lease, table_uri, table_version
+    from snap_spark.pipeline.ingest import batch_app_id
+    from snap_spark.pipeline.runs import file_prefix
+    from snap_spark.schemas.tables import TASK_EVENTS, TASKS
+
+    if since is None:
+        read_version = table_version(table_uri(target.msg_path))
+    else:
+        read_version, ids = _reported_after(target.msg_path, since)
+    result = _fold_at(target, ids, read_version)
+    with commit_lease(target.lake_dir, target.job):
+        latest = table_version(table_uri(target.msg_path))
+        if latest != read_version:
+            target.delete_files()
+            if isinstance(ids, list) and since is not None:
+                # and the tasks of what was committed meanwhile
+                latest, ids = _reported_after(target.msg_path, read_version, ids)
+            result = _fold_at(target, ids, latest)
+        info: dict[str, Any] = {"job": target.job, "ingest_id": target.ingest_id,
+                                "messages_version": latest}
+        if ids is None or since is not None:  # every report up to it is folded
+            info[THROUGH_KEY] = latest
+        # ids gathered on the driver go to the commit as Arrow: no Spark job
+        keys = (pa.table({"task_id": pa.array(ids, pa.string())})
+                if isinstance(ids, list) else ids)
+        for name, schema in (("task_events", TASK_EVENTS), ("tasks", TASKS)):
+            # the whole table, or those tasks' rows; the files committed or deleted
+            commit_data_files(target.spark, target.lake, target.paths[name],
+                              target.roots[name], target.files[name], schema=schema,
+                              app_id=batch_app_id([target.ingest_id, name]), version=1,
+                              commit_info=info, replace=keys is None, keys=keys,
+                              file_prefix=file_prefix(target.ingest_id, f"{name}-kept"))
+            target.files[name] = []
+    return result
+
+
+def _fold_at(target: _FoldTarget, ids: DataFrame | list[str] | None, version: int
+             ) -> TasksResult:
+    """Fold the tasks of ``ids`` from ``messages`` at ``version`` into files of both
+    tables (kept in ``target.files``): on the driver, or in a Spark stage."""
+    import pyarrow.compute as pc
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from snap_spark.lake import read_arrow, table_uri
+    from snap_spark.pipeline.land import data_file
+
+    fold_files = functools.partial(fold_partition, target.roots, target.ingest_id)
+    if isinstance(ids, list) and not ids:
+        return TasksResult()
+    if _fold_on_driver(table_uri(target.msg_path), ids, version):
+        # a table small enough to read on the driver: the reports read by delta-rs,
+        # folded in-process; only a null test goes to the scan (string statistics in a
+        # Delta log may be truncated prefixes, wrong as bounds), the whole rule is applied
+        # in memory
+        found = read_arrow(target.msg_path, [*_REPORT_COLUMNS, "verdict"], version,
+                           where=pc.field("task_state").is_valid())
+        found = found.filter(state_reports_where().arrow())
+        if isinstance(ids, list):
+            found = found.filter(pc.is_in(found["task_id"], pa.array(ids)))
+        found = found.select(list(_REPORT_COLUMNS))
+        written = [row for batch in fold_files(
+            sort_nulls_first(found, _FOLD_ORDER).to_batches())
+            for row in batch.to_pylist()]
+    else:
+        reports = _state_reports(target.lake.read(target.spark, target.msg_path, version))
+        if ids is not None:
+            frame = _id_frame(target.spark, ids) if isinstance(ids, list) else ids
+            reports = reports.join(frame, "task_id", "left_semi")
+        written = (reports.select(*_REPORT_COLUMNS).repartition("task_id")
+                   .sortWithinPartitions(*_FOLD_ORDER)
+                   .mapInArrow(fold_files, from_arrow_schema(WRITTEN)).collect())
+    folded = TasksResult()
+    for row in written:
+        if row["table"] == COUNTS:
+            counts = json.loads(row["info"])
+            folded.tasks += counts["tasks"]
+            folded.reports += counts["reports"]
+            folded.illegal += counts["illegal"]
+            folded.foreign += counts["foreign"]
+        else:
+            target.files[row["table"]].append(data_file(row["info"]))
+    return folded
 
 
 def _job() -> Any:
