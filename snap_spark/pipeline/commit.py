@@ -403,16 +403,10 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
         >>> (tmp / "lake").exists()
         False
     """
-    from snap_spark.lake import commit_data_files, delete_data_files
-    from snap_spark.pipeline.tasks import catch_up_tasks
-    from snap_spark.schemas.tables import RAW_MESSAGES
+    from snap_spark.lake import delete_data_files
 
     result = JobResult() if result is None else result
-    started = plan.started
-    lake_dir = plan.lake_dir
-    raw_path = storage.join(lake_dir, "raw_messages")
-    msg_path = storage.join(lake_dir, "messages")
-    msg_root = lake.data_root(msg_path, plan.staging)
+    msg_root = lake.data_root(storage.join(plan.lake_dir, "messages"), plan.staging)
     uncommitted: list[tuple[str, list[Any]]] = []
     if plan.raw_root is not None:
         uncommitted.append((plan.raw_root, landed.raw_files))
@@ -421,27 +415,9 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
         if landed.bare:
             refuse_bare_lines()
         result.counts = {code: n for code, n in landed.counts.items() if n}
-        if plan.raw_keys:
-            if plan.raw_root is None:
-                raise ValueError("a plan with raw_keys needs the raw_root its files are in")
-            app_id, version = plan.txn("raw_messages", sorted(plan.raw_keys))
-            if commit_data_files(spark, lake, raw_path, plan.raw_root, landed.raw_files,
-                                 schema=RAW_MESSAGES, app_id=app_id, version=version,
-                                 commit_info=dict(plan.info)):
-                result.raw_rows_written = sum(landed.lines.get(k, 0) for k in plan.raw_keys)
+        _commit_raw(spark, lake, landed, plan, result)
         uncommitted.clear()
-        if plan.raw_root is not None:
-            log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
-                f"[{time.monotonic() - started:.1f}s]")
-        replaced_keys = None
-        if plan.replaced:
-            # the rows of the unfinished lines these lines complete: out of raw_messages
-            # (its completed rows are in), then out of messages before replays are decided
-            remove_replaced(spark, lake, raw_path, plan)
-            removed = remove_replaced(spark, lake, msg_path, plan)
-            result.rows_replaced = -sum(removed.codes.values())
-            result.replaced_codes = dict(removed.codes)
-            replaced_keys = removed.keys
+        replaced_keys = _remove_replaced_rows(spark, lake, plan, result)
         if plan.replaces_messages:
             result.tasks_refreshed = _replace_messages(spark, lake, landed, plan, result,
                                                        msg_root, uncommitted)
@@ -459,23 +435,66 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
             result.counts = {code: n for code, n in landed.counts.items() if n}
         log(f"stage 4/4 messages: +{result.message_rows_written} rows"
             + (f", {result.rows_redecided} earlier rows re-decided" if result.rows_redecided
-               else "") + f" [{time.monotonic() - started:.1f}s]")
-        # The task tables are caught up with what messages holds now (the tasks these
-        # lines and the rows re-decided report on, and any a writer before left), before
-        # the ledger; a caller that catches up on its own (the stream) turns it off.
-        if candidates is not None and plan.catch_up_tasks:
-            result.tasks_refreshed = catch_up_tasks(spark, lake_dir).tasks
-            log(f"tasks: {result.tasks_refreshed} refreshed "
-                f"[{time.monotonic() - started:.1f}s]")
-        if plan.ledger is not None:
-            app_id, version = plan.txn("ingested_files", sorted(plan.ledger_keys))
-            _commit_ledger(spark, lake, storage.join(lake_dir, "ingested_files"), plan,
-                           app_id=app_id, version=version)
+               else "") + f" [{time.monotonic() - plan.started:.1f}s]")
+        _after_messages(spark, lake, plan, result, refresh=candidates is not None)
     except BaseException:
         for root, data_files in uncommitted:
             delete_data_files(root, data_files)
         raise
     return result
+
+
+def _commit_raw(spark: SparkSession, lake: Lake, landed: LandedPass, plan: CommitPlan,
+                result: JobResult) -> None:
+    """Stage 3: commit the pass's ``raw_messages`` files (of the files in
+    ``plan.raw_keys``), and say so when the pass wrote any."""
+    from snap_spark.lake import commit_data_files
+    from snap_spark.schemas.tables import RAW_MESSAGES
+
+    if plan.raw_keys:
+        if plan.raw_root is None:
+            raise ValueError("a plan with raw_keys needs the raw_root its files are in")
+        app_id, version = plan.txn("raw_messages", sorted(plan.raw_keys))
+        if commit_data_files(spark, lake, storage.join(plan.lake_dir, "raw_messages"),
+                             plan.raw_root, landed.raw_files, schema=RAW_MESSAGES,
+                             app_id=app_id, version=version, commit_info=dict(plan.info)):
+            result.raw_rows_written = sum(landed.lines.get(k, 0) for k in plan.raw_keys)
+    if plan.raw_root is not None:
+        log(f"stage 3/4 raw_messages: +{result.raw_rows_written} rows "
+            f"[{time.monotonic() - plan.started:.1f}s]")
+
+
+def _remove_replaced_rows(spark: SparkSession, lake: Lake, plan: CommitPlan,
+                          result: JobResult) -> Any:
+    """The rows of the unfinished lines the pass's lines complete (``plan.replaced``):
+    out of ``raw_messages`` (its completed rows are in), then out of ``messages`` before
+    replays are decided. Returns the message keys of the ``messages`` rows removed (an
+    Arrow table), ``None`` when the pass replaces nothing."""
+    if not plan.replaced:
+        return None
+    remove_replaced(spark, lake, storage.join(plan.lake_dir, "raw_messages"), plan)
+    removed = remove_replaced(spark, lake, storage.join(plan.lake_dir, "messages"), plan)
+    result.rows_replaced = -sum(removed.codes.values())
+    result.replaced_codes = dict(removed.codes)
+    return removed.keys
+
+
+def _after_messages(spark: SparkSession, lake: Lake, plan: CommitPlan, result: JobResult,
+                    *, refresh: bool) -> None:
+    """The steps after ``messages``: the task tables caught up with what it holds now (the
+    tasks the pass's lines and the rows re-decided report on, and any a writer before
+    left; ``refresh``: the pass had lines to check, and the caller does not catch up on its
+    own, as the stream does), then last the ``ingested_files`` rows."""
+    from snap_spark.pipeline.tasks import catch_up_tasks
+
+    if refresh and plan.catch_up_tasks:
+        result.tasks_refreshed = catch_up_tasks(spark, plan.lake_dir).tasks
+        log(f"tasks: {result.tasks_refreshed} refreshed "
+            f"[{time.monotonic() - plan.started:.1f}s]")
+    if plan.ledger is not None:
+        app_id, version = plan.txn("ingested_files", sorted(plan.ledger_keys))
+        _commit_ledger(spark, lake, storage.join(plan.lake_dir, "ingested_files"), plan,
+                       app_id=app_id, version=version)
 
 
 def _replace_messages(spark: SparkSession, lake: Lake, landed: LandedPass, plan: CommitPlan,
