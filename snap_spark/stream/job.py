@@ -39,7 +39,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -753,19 +753,10 @@ class BatchCommitter:
             commit_pass,
             committed_figures,
         )
-        from snap_spark.pipeline.ingest import LandedPiece
-        from snap_spark.pipeline.land import LANDED_SCHEMA
-        from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
 
         started = time.monotonic()
         app_id = APP_ID_PREFIX + query_id(self.plan.checkpoint)
-        # One action: the landing pass and the replay state run once per batch (landing
-        # mode: the candidates stay in files, only the narrow rows come here).
-        texts = batch.select(PASSTHROUGH).toArrow().column(PASSTHROUGH).to_pylist()
-        blank = dict.fromkeys(LANDED_SCHEMA.names)
-        rows = [{**blank, **json.loads(text)} for text in texts if text]
-        self.state_keys = state_keys(rows, self.state_keys)
-        rows = [r for r in rows if r["kind"] != STATE_KEYS_KIND]
+        rows = self._batch_rows(batch)
         vanished = self._vanished(batch_id, rows)
         if not rows and not vanished:  # no input (a batch that only fires timers)
             return
@@ -776,6 +767,7 @@ class BatchCommitter:
         msg_path = storage.join(self.plan.lake_dir, "messages")
         done = self.lake.txn_version(msg_path, app_id)
         try:
+            arrived = [json.loads(r["info"]) for r in pieces if r["kind"] == "piece"]
             keys = sorted({k for k in landed.lines} | {r["file_key"] for r in pieces
                                                        if r["kind"] == "piece"})
             outcome = JobResult()
@@ -783,23 +775,7 @@ class BatchCommitter:
             info = {"job": "stream_verify", "batch_id": batch_id, "app_id": app_id,
                     "ingest_id": ingest_id, "snap_spark": __version__,
                     "settings": self.settings.as_record()}
-            arrived = [json.loads(r["info"]) for r in pieces if r["kind"] == "piece"]
-            ledger: list[LandedPiece] = []
-            replaced: list[PartialLine] = []
-            for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived, strict=True):
-                if "size" not in a:
-                    continue  # a Kafka partition's records
-                piece, partial, note = planned_piece(
-                    r["source_file"], r["file_key"], a.get("plan"), int(a["size"]),
-                    landed.lines.get(r["file_key"], 0))
-                ledger.append(piece)
-                replaced += [partial] if partial is not None else []
-                if note:
-                    log(f"landing: {r['source_file']}: {note}")
-            # a file gone before it was read: a ledger row without lines names it
-            ledger += [LandedPiece(source_file=path, file_key=vanished_key(path, batch_id),
-                                   prefix_key=None, start_byte=0, end_byte=0, first_line=1,
-                                   lines=0) for path in vanished]
+            ledger, replaced = _ledger_of(pieces, arrived, landed.lines, vanished, batch_id)
             commit_pass(self.spark, self.lake, landed, CommitPlan(
                 lake_dir=self.plan.lake_dir, ingest_id=self.spec.ingest_id,
                 ingest_time_us=self.spec.ingest_time_us, staging=self.staging,
@@ -826,6 +802,27 @@ class BatchCommitter:
             # a re-run whose files the ledger already held: nothing was landed again, and
             # the batch's figures are the ones its commit recorded
             committed_figures(msg_path, app_id, batch_id, outcome)
+        self._record(batch_id, outcome, pieces, arrived, vanished, started, committed_at)
+
+    def _batch_rows(self, batch: DataFrame) -> list[dict[str, Any]]:
+        """The rows a micro-batch sends the driver, in one action: the landing pass and
+        the replay state run once per batch (landing mode: the candidates stay in files,
+        only the narrow rows come here). The state's key counts are taken out of them
+        into ``state_keys``."""
+        from snap_spark.pipeline.land import LANDED_SCHEMA
+        from snap_spark.stream.replay_state import PASSTHROUGH, STATE_KEYS_KIND, state_keys
+
+        texts = batch.select(PASSTHROUGH).toArrow().column(PASSTHROUGH).to_pylist()
+        blank = dict.fromkeys(LANDED_SCHEMA.names)
+        rows = [{**blank, **json.loads(text)} for text in texts if text]
+        self.state_keys = state_keys(rows, self.state_keys)
+        return [r for r in rows if r["kind"] != STATE_KEYS_KIND]
+
+    def _record(self, batch_id: int, outcome: JobResult, pieces: list[dict[str, Any]],
+                arrived: list[dict[str, Any]], vanished: list[str], started: float,
+                committed_at: float) -> None:
+        """After a batch's commit: the landing watch lands what grew or changed, and the
+        batch is counted, recorded (latency, progress) and said in one line."""
         changes = self.watch.land(self.spark) if self.watch is not None else LandingChanges()
         result = self.result
         add_changes(result, changes, vanished)
@@ -854,6 +851,33 @@ class BatchCommitter:
                 f"({outcome.lines_read} lines, as committed then)")
         else:
             log(f"batch {batch_id} committed ({outcome.lines_read} lines)")
+
+
+def _ledger_of(pieces: list[dict[str, Any]], arrived: list[dict[str, Any]],
+               lines: Mapping[str, int], vanished: list[str], batch_id: int
+               ) -> tuple[list[LandedPiece], list[PartialLine]]:
+    """The ledger rows of a landing batch's files (``pieces`` of kind ``piece``, with what
+    ``arrived`` says of each; Kafka records have none), and the unfinished lines landed
+    before that their lines complete; a file gone before it was read gets a ledger row
+    without lines that names it."""
+    from snap_spark.pipeline.ingest import LandedPiece
+
+    ledger: list[LandedPiece] = []
+    replaced: list[PartialLine] = []
+    for r, a in zip([r for r in pieces if r["kind"] == "piece"], arrived, strict=True):
+        if "size" not in a:
+            continue  # a Kafka partition's records
+        piece, partial, note = planned_piece(
+            r["source_file"], r["file_key"], a.get("plan"), int(a["size"]),
+            lines.get(r["file_key"], 0))
+        ledger.append(piece)
+        replaced += [partial] if partial is not None else []
+        if note:
+            log(f"landing: {r['source_file']}: {note}")
+    ledger += [LandedPiece(source_file=path, file_key=vanished_key(path, batch_id),
+                           prefix_key=None, start_byte=0, end_byte=0, first_line=1,
+                           lines=0) for path in vanished]
+    return ledger, replaced
 
 
 def add_changes(result: StreamResult, changes: LandingChanges, vanished: list[str]) -> None:
