@@ -47,13 +47,13 @@ import errno
 import os
 import re
 import sys
-import time
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from snap_spark.console import UsageError
 from snap_spark.extras import MissingExtra, missing_extra
 from snap_spark.settings import DEFAULT_BATCH_ROWS, SettingsError, VerifySettings
 
@@ -74,15 +74,6 @@ DEFAULT_PIPELINE_CONF = Path(__file__).resolve().parent.parent / "conf" / "pipel
 #: Where the lake goes when neither ``--lake`` nor the config names one: ``data/lake`` under
 #: the working directory.
 FALLBACK_LAKE = "data/lake"
-
-
-class UsageError(ValueError):
-    """The command line or an input cannot be used as given (exit 2, nothing written)."""
-
-
-def log(message: str) -> None:
-    """Progress line for people following a long run (stderr, flushed)."""
-    print(f"[snap-spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 #: Operating-system errors that mean the storage refused a write: each with what happened

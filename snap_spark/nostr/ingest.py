@@ -56,6 +56,7 @@ import orjson
 import pyarrow as pa
 
 from snap_spark import storage
+from snap_spark.console import log
 from snap_spark.extras import require
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import (
@@ -67,7 +68,6 @@ from snap_spark.nostr.stored import (
     expiration_time,
 )
 from snap_spark.protocol.nostr import CARD_KIND, card_sort_key, check_card_event, check_event
-from snap_spark.runner import log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -728,12 +728,12 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from snap_spark.console import UsageError
     from snap_spark.nostr.wellknown import read_well_known
     from snap_spark.pipeline.job import decided_settings, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
     from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.placement import limits
-    from snap_spark.runner import UsageError
 
     if stored_clock not in STORED_CLOCKS:
         raise UsageError(f"--stored-clock must be one of {', '.join(STORED_CLOCKS)}")
@@ -1033,7 +1033,8 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
 
 
 def _job() -> Any:
-    from snap_spark.runner import Job, UsageError
+    from snap_spark.console import UsageError
+    from snap_spark.runner import Job
 
     class IngestNostr(Job):
         """``jobs/ingest_nostr.py``: relays or archives -> the Nostr tables (and messages)."""

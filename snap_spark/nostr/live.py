@@ -47,7 +47,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 from snap_spark import storage
-from snap_spark.runner import Context, Job, UsageError, log
+from snap_spark.console import UsageError, log
+from snap_spark.runner import Context, Job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

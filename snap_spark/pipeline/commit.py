@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snap_spark import storage
+from snap_spark.console import log
 from snap_spark.protocol.verdict import DUPLICATE
-from snap_spark.runner import log
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snap_spark import __version__, storage
+from snap_spark.console import UsageError, log
 from snap_spark.pipeline.commit import (
     LANDED_TABLES,
     CommitPlan,
@@ -36,7 +37,7 @@ from snap_spark.pipeline.commit import (
 )
 from snap_spark.pipeline.ingest import batch_app_id
 from snap_spark.placement import limits
-from snap_spark.runner import Context, Job, UsageError, log
+from snap_spark.runner import Context, Job
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
 

@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from snap_spark import storage
-from snap_spark.runner import UsageError
+from snap_spark.console import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -284,7 +284,7 @@ def rebuild_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
 
         >>> rebuild_tasks(spark, str(tmp / "lake"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        snap_spark.runner.UsageError: no messages table under ...: nothing to rebuild tasks from
+        snap_spark.console.UsageError: no messages table under ...: nothing to rebuild tasks from
     """
     return _fold_tasks(spark, lake_dir, None)
 
@@ -480,7 +480,7 @@ class TasksFollower:
             raise self._error
 
     def _catch_up(self) -> None:
-        from snap_spark.runner import log
+        from snap_spark.console import log
 
         result = catch_up_tasks(self.spark, self.lake_dir)
         self.refreshed += result.tasks
@@ -608,9 +608,9 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     by rows ``messages`` added after that version (``ids`` unused); the commits record the
     version folded as :data:`THROUGH_KEY`, as a full fold does."""
     from snap_spark import storage
+    from snap_spark.console import UsageError
     from snap_spark.lake import check_table_location, get_lake, table_uri
     from snap_spark.pipeline.runs import run_marker
-    from snap_spark.runner import UsageError
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
 
     started = time.monotonic()

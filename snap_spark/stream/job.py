@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from snap_spark import __version__, storage
+from snap_spark.console import UsageError, log
 from snap_spark.pipeline.commit import JobResult
 from snap_spark.pipeline.queries import (
     StopRequest,
@@ -56,7 +57,7 @@ from snap_spark.pipeline.queries import (
     stream_settings,
     trigger_seconds,
 )
-from snap_spark.runner import Context, Job, UsageError, log
+from snap_spark.runner import Context, Job
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.landing import (

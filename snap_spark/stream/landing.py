@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snap_spark import storage
+from snap_spark.console import log
 from snap_spark.pipeline.ingest import is_vanished_key, vanished_key
-from snap_spark.runner import log
 
 __all__ = ["LandingChanges", "LandingWatch", "is_vanished_key", "spark_listed_files",
            "vanished_files", "vanished_key"]

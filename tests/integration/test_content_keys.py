@@ -100,8 +100,8 @@ def test_lines_appended_while_the_job_runs_land_once(
     it (its ``stage 1/4`` line; the run's own ``log`` wrapped here to append there), before
     its Spark tasks land it (more bytes than the driver lands itself): the run lands the
     3,000 lines it hashed, the next run the 1,000 appended, each line once."""
+    from snap_spark.console import log as real_log
     from snap_spark.placement import DriverLimits
-    from snap_spark.runner import log as real_log
 
     path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=6, messages=3000, seed=4), str(path), tasks_path=None)

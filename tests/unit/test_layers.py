@@ -176,3 +176,34 @@ def test_only_the_lake_package_imports_its_submodules() -> None:
         ("bench/b.py", "snap_spark.lake.lease"), ("snap_spark.x", "snap_spark.lake.delta_rs"),
         ("snap_spark.x", "snap_spark.lake.files")]
     assert _lake_submodule_imports({**imports, **scripts}, submodules) == []
+
+
+def test_only_the_jobs_import_the_job_runner() -> None:
+    """The job runner (:mod:`snap_spark.runner`) is the top of the package: the modules that
+    import it define a job (a subclass of its ``Job``) and take only the runner's own
+    names from it. Progress lines and usage errors come from :mod:`snap_spark.console`,
+    so that a step of the pipeline does not import upward."""
+    root = Path(snap_spark.__file__).parent
+    runner_names = {"Context", "Job", "main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE",
+                    "EXIT_ALERT", "EXIT_STORAGE"}
+    importers: dict[str, set[str]] = {}
+    for name, pairs in _imports().items():
+        taken = {item for module, item in pairs if module == "snap_spark.runner"}
+        if taken or ("snap_spark.runner", "") in pairs:
+            importers[name] = taken
+    assert {"snap_spark.pipeline.job", "snap_spark.stream.job"} <= set(importers)
+    wrong = {name: sorted(taken - runner_names) for name, taken in importers.items()
+             if taken - runner_names}
+    assert wrong == {}
+    not_jobs = []
+    for name in importers:
+        parts = name.split(".")[1:]
+        path = root.joinpath(*parts).with_suffix(".py")
+        if not path.exists():
+            path = root.joinpath(*parts, "__init__.py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if not any(isinstance(node, ast.ClassDef)
+                   and any(ast.unparse(base) == "Job" for base in node.bases)
+                   for node in ast.walk(tree)):
+            not_jobs.append(name)
+    assert not_jobs == []
