@@ -590,14 +590,8 @@ def _commit_messages(
                      if landed.earliest is not None else 0.0)
             landed_since = keys_landed_since(msg_path, read_version, since)
             if files_absent_at is not None and landed_since.version != files_absent_at:
-                same = (keys_landed_since(msg_path, files_absent_at, since).file_keys
-                        & set(msg_keys))
-                done = lake.txn_version(msg_path, app_id)
-                if same and (done is None or done < version):
-                    raise CommitContention(
-                        f"another writer landed {len(same)} of the same input files into "
-                        f"{msg_path} meanwhile; nothing more of this run was committed: "
-                        "run it again")
+                _refuse_files_landed_meanwhile(lake, msg_path, files_absent_at, since,
+                                               msg_keys, app_id, version)
             if landed_since.version != read_version:
                 if run_keys is None and deciding:
                     run_keys = _run_keys(landed, also_keys, plan.refold)
@@ -625,14 +619,8 @@ def _commit_messages(
                 committed = commit_data_files(
                     spark, lake, msg_path, msg_root, msg_files, schema=MESSAGES,
                     partition_by=MESSAGES_PARTITION, app_id=app_id, version=version,
-                    # the version of messages the replay verdicts were decided against,
-                    # and the figures of the lines committed (read back by a re-run)
-                    commit_info={**info, "replay_read_version": read_version,
-                                 "figures": {**verdict_figures(
-                                     rows, {c: n for c, n in landed.counts.items() if n},
-                                     redecided, shift),
-                                     "rows_replaced": result.rows_replaced,
-                                     "replaced_codes": coded(result.replaced_codes)}},
+                    commit_info=_messages_info(info, read_version, rows, landed, redecided,
+                                               shift, result),
                     updates=updates, read_version=read_version if deciding else None)
             except VersionConflict as conflict:
                 log(f"replay store: {conflict}; deciding again")
@@ -650,6 +638,40 @@ def _commit_messages(
     raise CommitContention(
         f"other writers committed to {msg_path} before this run could, {MAX_DECIDE_ATTEMPTS} "
         "times in a row; nothing more of this run was committed: run it again")
+
+
+def _refuse_files_landed_meanwhile(lake: Lake, msg_path: str, files_absent_at: int,
+                                   since: float, msg_keys: Collection[str], app_id: str,
+                                   version: int) -> None:
+    """Refuse the commit when another writer landed one of the pass's files into
+    ``messages`` after ``files_absent_at`` (a version the caller found without them),
+    unless that commit is this pass's own ``(app_id, version)`` made before a restart.
+
+    Raises:
+        CommitContention: another writer landed some of the same files.
+    """
+    from snap_spark.lake import CommitContention
+    from snap_spark.pipeline.replay_store import keys_landed_since
+
+    same = keys_landed_since(msg_path, files_absent_at, since).file_keys & set(msg_keys)
+    done = lake.txn_version(msg_path, app_id)
+    if same and (done is None or done < version):
+        raise CommitContention(
+            f"another writer landed {len(same)} of the same input files into {msg_path} "
+            "meanwhile; nothing more of this run was committed: run it again")
+
+
+def _messages_info(info: Mapping[str, Any], read_version: int, rows: int, landed: LandedPass,
+                   redecided: int, shift: Mapping[int | None, int], result: JobResult
+                   ) -> dict[str, Any]:
+    """The commit info of a ``messages`` commit: the run's ``info``, the version of
+    ``messages`` the replay verdicts were decided against, and the figures of the lines
+    committed (read back by a re-run, :func:`committed_figures`)."""
+    return {**info, "replay_read_version": read_version,
+            "figures": {**verdict_figures(rows, {c: n for c, n in landed.counts.items() if n},
+                                          redecided, shift),
+                        "rows_replaced": result.rows_replaced,
+                        "replaced_codes": coded(result.replaced_codes)}}
 
 
 def committed_figures(msg_path: str, app_id: str, version: int, result: JobResult) -> bool:
