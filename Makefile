@@ -18,11 +18,11 @@ MASTER ?= local[*]
 # Delta backend of `make run`: auto (delta-spark when `make setup` cached Delta's JARs, else
 # delta-rs), delta-rs or delta-spark. Recursive (=): evaluated after setup ran.
 LAKE_BACKEND ?= auto
-DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.maven_jars jars delta 2>/dev/null))
+DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.runtime.maven_jars jars delta 2>/dev/null))
 # Spark's Kafka connector cached by `make setup`, and what a Kafka job gives spark-submit:
 # --jars '$(STREAM_JARS)' (Delta's JARs unless LAKE_BACKEND=delta-rs, and Kafka's).
-KAFKA_JARS = $(shell $(PY) -m snap_spark.maven_jars jars kafka 2>/dev/null)
-STREAM_JARS = $(shell $(PY) -m snap_spark.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
+KAFKA_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars kafka 2>/dev/null)
+STREAM_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
 .PHONY: setup native jvm-archive spark-path test-fast test-python-core test-spark-path test-lanes delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
 
@@ -30,9 +30,9 @@ setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
 
 # A start-up file in .venv's site-packages: every Python process of .venv imports PySpark
 # from its installed folder, also those Spark starts with its bundled zips first on the
-# path (snap_spark/spark_path.py: a stream query's first micro-batch 1 s sooner).
+# path (snap_spark/runtime/spark_path.py: a stream query's first micro-batch 1 s sooner).
 spark-path: $(STAMP)
-	@$(PY) -c 'from snap_spark.spark_path import install_pth; install_pth()'
+	@$(PY) -c 'from snap_spark.runtime.spark_path import install_pth; install_pth()'
 
 # The native checking core (snap_spark._native, Rust): built by maturin from native/ into
 # snap_spark/ when its sources change. Without cargo it says so in one line and setup goes
@@ -48,19 +48,19 @@ $(NATIVE_SO): $(NATIVE_SRC) | $(STAMP)
 # (instant when cached). Without network it says so in one line and setup goes on: runs
 # then use delta-rs, and the delta-spark tests fail until a later `make setup` fetches them.
 delta-jars: $(STAMP)
-	@$(PY) -m snap_spark.maven_jars fetch delta || true
+	@$(PY) -m snap_spark.runtime.maven_jars fetch delta || true
 
-# The driver JVM's class-data-sharing archive (snap_spark.jvm_archive): Spark's classes
+# The driver JVM's class-data-sharing archive (snap_spark.runtime.jvm_archive): Spark's classes
 # parsed and verified once, mapped by every later driver JVM (a cold spark-submit of 200 lines
 # 16 s -> 9.5 s on 2 cores). Built by one sample run (40-60 s) when Java or Spark changed;
 # silent when current. Without it jobs run as before.
 jvm-archive: $(STAMP)
-	@$(PY) -m snap_spark.jvm_archive build || true
+	@$(PY) -m snap_spark.runtime.jvm_archive build || true
 
 # Spark's Kafka connector (spark-sql-kafka-0-10 of the installed PySpark and its
 # dependencies) for Kafka sources, resolved once into .venv/kafka-jars; offline alike.
 kafka-jars: $(STAMP)
-	@$(PY) -m snap_spark.maven_jars fetch kafka || true
+	@$(PY) -m snap_spark.runtime.maven_jars fetch kafka || true
 
 # The Kafka broker the tests run (Apache Kafka's own JARs), resolved once into
 # .venv/kafka-broker; only the tests use it (tests/kafka.py), never `make run`.
@@ -153,12 +153,12 @@ $(SAMPLE): | setup
 	$(VENV)/bin/snap-spark sample --agents $(AGENTS) --messages $(MESSAGES) --seed $(SEED) --out $(SAMPLE)
 
 # The driver's Java options of the jobs below: quieter logging, the short-job JVM flags
-# (C1 only, the parallel collector) that snap_spark.jvm_archive.DRIVER_JVM_FLAGS names and
-# explains, and the class archive `make setup` built (snap_spark.jvm_archive; a unit test
+# (C1 only, the parallel collector) that snap_spark.runtime.jvm_archive.DRIVER_JVM_FLAGS names and
+# explains, and the class archive `make setup` built (snap_spark.runtime.jvm_archive; a unit test
 # keeps these equal to what snap-spark submit gives). Recursive (=): read after setup ran.
 # A cluster's driver keeps the JVM's own compiler and collector (docs/settings.md, "Driver
 # JVM flags").
-DRIVER_JAVA_OPTIONS = -Dlog4j2.configurationFile=conf/log4j2.properties $(shell $(PY) -m snap_spark.jvm_archive flags --master '$(MASTER)')
+DRIVER_JAVA_OPTIONS = -Dlog4j2.configurationFile=conf/log4j2.properties $(shell $(PY) -m snap_spark.runtime.jvm_archive flags --master '$(MASTER)')
 
 # The main job on Spark local[*]: delta-spark with the cached Delta JARs (spark-submit's
 # --jars: its driver JVM starts before Python, so only that puts them on its classpath),

@@ -95,7 +95,8 @@ def spark():  # type: ignore[no-untyped-def]
     ``build_session`` also puts Spark's Kafka connector (cached by ``make setup`` too) on
     its ``spark.jars``: the Kafka tests (``tests/stream``) read and write with it.
     """
-    from snap_spark.session import LAKE_BACKEND_CONF, build_session
+    from snap_spark.lake import LAKE_BACKEND_CONF
+    from snap_spark.runtime.session import build_session
 
     session = build_session(
         app_name="snap-spark-tests",

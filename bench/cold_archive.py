@@ -92,8 +92,8 @@ def submit_command(corpus: Path, lake: str, backend: str, cores: int,
     the logging configuration and the class archive, as ``snap-spark submit`` gives them)."""
     options: list[str] = []
     if jvm_flags is not None:
-        from snap_spark.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
-        from snap_spark.submit import LOG4J2_CONF
+        from snap_spark.runtime.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
+        from snap_spark.runtime.submit import LOG4J2_CONF
 
         archive = driver_jvm_flags().replace(DRIVER_JVM_FLAGS, "").strip()
         options = ["--driver-java-options",
@@ -249,14 +249,14 @@ def warm_runs(corpora: dict[int, Path], backends: list[str], runs: int,
     warms the JVM and the Python workers, then ``runs`` timed runs per size and backend,
     alternated; the fastest kept."""
     from snap_spark.pipeline.job import run
-    from snap_spark.session import build_session
+    from snap_spark.runtime.session import build_session
 
     spark = build_session("snap-spark cold-archive bench (warm runs)",
                           master=f"local[{cores}]",
                           extra_conf={"spark.ui.enabled": "false",
                                       "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    from snap_spark.session import has_delta_spark
+    from snap_spark.lake import has_delta_spark
 
     usable = [b for b in backends if b != "delta-spark" or has_delta_spark(spark)]
     results: dict[str, Any] = {}

@@ -246,8 +246,8 @@ def measure_jobs(spark: Any, corpus: Path, runs: int, backends: list[str]
     """``jobs/verify_messages.py`` end to end on each backend, a new lake each run; the
     backends' runs alternate (round after round), so that a slower minute of the machine or
     the JVM's warming falls on both alike. The fastest of ``runs`` per backend is kept."""
+    from snap_spark.lake import LAKE_BACKEND_CONF
     from snap_spark.pipeline.job import run
-    from snap_spark.session import LAKE_BACKEND_CONF
 
     lake = Path(tempfile.mkdtemp(prefix="snap-bench-lake-"))
     counter = iter(range(1_000))
@@ -302,7 +302,7 @@ def measure_stream(spark: Any, corpus: Path, runs: int = 1, drops: int = 20,
     workers started), then the fastest of ``runs``."""
     import uuid
 
-    from snap_spark.session import LAKE_BACKEND_CONF
+    from snap_spark.lake import LAKE_BACKEND_CONF
     from snap_spark.settings import VerifySettings
     from snap_spark.stream.job import StreamPlan, run_stream
 
@@ -362,7 +362,7 @@ def _cold_once(corpus: Path, extra_env: dict[str, str]) -> dict[str, float]:
     """One cold ``spark-submit`` of the job on 200 lines (see :func:`measure_cold`)."""
     import subprocess
 
-    from snap_spark.jvm_archive import driver_jvm_flags
+    from snap_spark.runtime.jvm_archive import driver_jvm_flags
 
     small = warmup_file(corpus)
     submit = Path(sys.executable).parent / "spark-submit"
@@ -410,7 +410,7 @@ def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 
     import threading
     import uuid
 
-    from snap_spark.session import LAKE_BACKEND_CONF
+    from snap_spark.lake import LAKE_BACKEND_CONF
     from snap_spark.settings import VerifySettings
     from snap_spark.stream.job import StreamPlan, run_stream
     from snap_spark.stream.progress import percentile
@@ -514,7 +514,7 @@ def main() -> int:
     floor = measure_floor(corpus, cores)
     print(f"        {floor['per_second']:,.0f} verifies/s", flush=True)
 
-    from snap_spark.session import build_session
+    from snap_spark.runtime.session import build_session
 
     spark = build_session("snap-spark bench", master=f"local[{cores}]", extra_conf={
         "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
@@ -529,7 +529,7 @@ def main() -> int:
     results["row_core"] = measure_row_udf(spark, corpus, core_verify, binary=True,
                                           runs=args.runs)
     print(f"        {results['row_core']['per_second']:,.0f} lines/s", flush=True)
-    from snap_spark.session import has_delta_spark
+    from snap_spark.lake import has_delta_spark
 
     backends = ["delta-rs"]
     if args.delta_spark and has_delta_spark(spark):

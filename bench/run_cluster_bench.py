@@ -46,7 +46,7 @@ def _load() -> float:
 
 def measure_local(corpus: Path, runs: int, cores: int) -> dict[str, Any]:
     """The job on ``local[cores]`` (what ``make bench`` calls ``job``)."""
-    from snap_spark.session import build_session
+    from snap_spark.runtime.session import build_session
 
     spark = build_session("snap-spark bench local", master=f"local[{cores}]",
                           extra_conf=SESSION_CONF, delta=False, kafka=False)
@@ -64,7 +64,7 @@ def measure_cluster(corpus: Path, runs: int, workers: int, work: Path,
     """The job with this process as the driver of a standalone cluster of ``workers``
     one-core workers (started here, stopped whatever happens)."""
     from snap_spark.cluster.standalone import StandaloneCluster
-    from snap_spark.session import build_session
+    from snap_spark.runtime.session import build_session
 
     with StandaloneCluster(work / f"cluster-{workers}", workers=workers) as cluster:
         previous = os.environ.get("PYSPARK_PYTHON")

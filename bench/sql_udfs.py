@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from snap_spark.pipeline.transforms import check
+from snap_spark.runtime.session import build_session
 from snap_spark.samples.messages import SampleConfig, generate
-from snap_spark.session import build_session
 from snap_spark.settings import VerifySettings
 from snap_spark.udfs.sql import register_udfs
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from snap_spark.spark_path import drop_bundled_zips, drop_python_free_jars
+from snap_spark.runtime.spark_path import drop_bundled_zips, drop_python_free_jars
 
 # Before anything imports PySpark: its installed folder rather than Spark's bundled zips,
-# and no Spark JAR on the path (see snap_spark.spark_path; a no-op outside spark-submit and
+# and no Spark JAR on the path (see snap_spark.runtime.spark_path; a no-op outside spark-submit and
 # Spark's Python workers).
 drop_bundled_zips()
 drop_python_free_jars()

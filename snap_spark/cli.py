@@ -571,7 +571,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _add_submit(sub: Any) -> None:
-    from snap_spark.submit import known_jobs
+    from snap_spark.runtime.submit import known_jobs
 
     p = sub.add_parser(
         "submit",
@@ -619,9 +619,9 @@ def _add_submit(sub: Any) -> None:
 
 
 def cmd_submit(argv: Sequence[str]) -> int:
-    """``snap-spark submit``: split by :func:`snap_spark.submit.split_arguments` (argparse
-    would take the job's options for its own), then run by :func:`snap_spark.submit.run`."""
-    from snap_spark import submit
+    """``snap-spark submit``: split by :func:`snap_spark.runtime.submit.split_arguments` (argparse
+    would take the job's options for its own), then run by :func:`snap_spark.runtime.submit.run`."""
+    from snap_spark.runtime import submit
 
     try:
         request = submit.split_arguments(argv)

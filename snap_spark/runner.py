@@ -540,7 +540,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from snap_spark.lake import DamagedTable, LakeError, LakeLocationError
     from snap_spark.protocol.validate import MissingReceiptTime
-    from snap_spark.session import deferred_session, when_started
+    from snap_spark.runtime.session import deferred_session, when_started
 
     debug = bool(context.args.debug)
     # the lake folder the job starts with: if it goes away meanwhile, that is what the job
@@ -548,7 +548,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
     with FolderWatch(context.lake) as watch:
         try:
             # Spark starts when the job first needs it: a small run on a local master
-            # may never (snap_spark.session.deferred_session)
+            # may never (snap_spark.runtime.session.deferred_session)
             spark = deferred_session(f"snap-spark {job.name}", master=context.args.master,
                                      extra_conf=extra)
         except Exception as exc:  # e.g. no space left for Spark's scratch files

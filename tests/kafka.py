@@ -44,7 +44,7 @@ from typing import Any
 
 import pyspark
 
-from snap_spark import maven_jars
+from snap_spark.runtime import maven_jars
 from tests.s3server import free_port
 
 #: Kafka of the line Spark 4.0.1's connector is built and tested against (its kafka-clients
@@ -102,7 +102,7 @@ def fetch_broker_jars(timeout: float = maven_jars.FETCH_TIMEOUT_SECONDS) -> list
     """The broker's classpath: its cached JARs (fetched on first use) and Scala's library.
 
     Raises:
-        snap_spark.maven_jars.MavenJarsError: the JARs are not cached and could not be
+        snap_spark.runtime.maven_jars.MavenJarsError: the JARs are not cached and could not be
             fetched (no network).
     """
     jars = maven_jars.fetch(BROKER_JARS, timeout=timeout)

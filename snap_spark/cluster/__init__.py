@@ -23,7 +23,7 @@ hand. One module per concern, none importing another's private names:
 - :mod:`~snap_spark.cluster.compare`: the batch job through ``spark-submit`` on a given
   master (:func:`~snap_spark.cluster.compare.submit`), and two lakes compared row for row
   (:func:`~snap_spark.cluster.compare.compare_lakes`). Not to be confused with
-  :mod:`snap_spark.submit`, the ``snap-spark submit`` command.
+  :mod:`snap_spark.runtime.submit`, the ``snap-spark submit`` command.
 - :mod:`~snap_spark.cluster.demo`: :func:`~snap_spark.cluster.demo.run_demo`, one generated
   sample through ``spark-submit jobs/verify_messages.py`` on ``local[*]`` and on the
   cluster, and the two lakes compared; its command line is ``python -m snap_spark.cluster``.

@@ -3,7 +3,7 @@ and the lakes of two runs compared row for row: how the demo and the cluster tes
 that a cluster run landed what a ``local[*]`` run landed.
 
 :func:`submit` here runs one application for such a comparison and collects its summary;
-it is not :mod:`snap_spark.submit` (the ``snap-spark submit`` command, which hands the
+it is not :mod:`snap_spark.runtime.submit` (the ``snap-spark submit`` command, which hands the
 process over to spark-submit for any job of ``jobs/``).
 
 Examples:

@@ -101,7 +101,7 @@ def _shipping_args(how: str, config: DemoConfig, out: Path,
 def _backend_args(backend: str) -> list[str]:
     args = ["--conf", f"spark.snap.lake.backend={backend}"]
     if backend == "delta-spark":
-        from snap_spark.maven_jars import DELTA
+        from snap_spark.runtime.maven_jars import DELTA
 
         jars = DELTA.available()
         if jars is None:

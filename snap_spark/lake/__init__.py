@@ -45,7 +45,15 @@ from snap_spark.lake.api import (
     RowUpdates,
     VersionConflict,
 )
-from snap_spark.lake.common import marker_info, table_uri
+from snap_spark.lake.common import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    LAKE_BACKEND_CONF,
+    LAKE_BACKENDS,
+    has_delta_spark,
+    marker_info,
+    table_uri,
+)
 from snap_spark.lake.delta_log import (
     committed_info,
     newest_info_with,
@@ -58,7 +66,6 @@ from snap_spark.lake.files import DataFile, PartitionedFileWriter, delete_data_f
 from snap_spark.lake.lease import CommitContention, HeldLease, check_held, commit_lease
 from snap_spark.lake.schema import to_arrow
 from snap_spark.lake.where import Where, col
-from snap_spark.session import LAKE_BACKEND_CONF, LAKE_BACKENDS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -68,6 +75,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = [
+    "DELTA_CATALOG",
+    "DELTA_EXTENSION",
+    "LAKE_BACKENDS",
+    "LAKE_BACKEND_CONF",
     "CommitContention",
     "DamagedTable",
     "DataCommit",
@@ -91,6 +102,7 @@ __all__ = [
     "delete_data_files",
     "distinct_rows",
     "get_lake",
+    "has_delta_spark",
     "marker_info",
     "newest_info_with",
     "read_arrow",
@@ -123,7 +135,6 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
         On a session that loads Delta's extension but sets ``spark.snap.lake.backend``
         to ``delta-rs`` (as the tests' session does):
 
-        >>> from snap_spark.session import has_delta_spark
         >>> has_delta_spark(spark), spark.conf.get(LAKE_BACKEND_CONF)
         (True, 'delta-rs')
         >>> get_lake(spark).name
@@ -136,7 +147,6 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
     """
     from snap_spark.lake.delta_rs import DeltaRsLake
     from snap_spark.lake.delta_spark import DeltaSparkLake
-    from snap_spark.session import has_delta_spark
 
     choice = backend if backend is not None else spark.conf.get(LAKE_BACKEND_CONF, None)
     choice = (choice or "auto").strip().lower()
@@ -153,8 +163,8 @@ def get_lake(spark: SparkSession, backend: str | None = None) -> Lake:
         raise LakeError(
             "the delta-spark backend needs Delta Lake's session extension, and this session "
             "has none: run `make setup` to cache Delta's JARs, then start the session with "
-            "snap_spark.session.build_session (or spark-submit --jars from "
-            "`python -m snap_spark.maven_jars jars delta`)"
+            "snap_spark.runtime.session.build_session (or spark-submit --jars from "
+            "`python -m snap_spark.runtime.maven_jars jars delta`)"
         )
     return DeltaRsLake()
 

@@ -21,6 +21,30 @@ if TYPE_CHECKING:
 #: ``writer`` value of the ``userMetadata`` marker on commits made by this package.
 WRITER_NAME = "snap-spark"
 
+#: Spark setting choosing the Delta backend :func:`snap_spark.lake.get_lake` returns:
+#: ``auto`` (default: delta-spark when its extension is loaded, else delta-rs), ``delta-rs``
+#: or ``delta-spark`` (an error when the session has no Delta extension).
+LAKE_BACKEND_CONF = "spark.snap.lake.backend"
+#: Values :data:`LAKE_BACKEND_CONF` accepts.
+LAKE_BACKENDS = ("auto", "delta-rs", "delta-spark")
+
+#: Delta Lake's session extension and catalog (what ``configure_spark_with_delta_pip`` and
+#: Delta's docs set), loaded together with its JARs.
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def has_delta_spark(spark: Any) -> bool:
+    """True when Delta Lake's session extension is loaded in ``spark`` (its JARs from the
+    cache, or a cluster's).
+
+    Examples:
+        >>> has_delta_spark(spark)  # the tests' session loads it
+        True
+    """
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    return DELTA_EXTENSION in [item.strip() for item in extensions.split(",")]
+
 
 def table_uri(path: str) -> str:
     """Normalise a table location: an absolute local path, or a remote URI as given.

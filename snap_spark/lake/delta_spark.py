@@ -2,8 +2,8 @@
 
 Chosen by :func:`snap_spark.lake.get_lake` (backend ``auto``, or ``delta-spark``) when
 ``io.delta.sql.DeltaSparkSessionExtension`` is loaded (Delta's JARs cached by ``make setup``,
-see :mod:`snap_spark.maven_jars`, or a cluster's own). Files written in the folder of a plain
-table (protocol 1/2, no features: every table snap-spark creates) are committed in place
+see :mod:`snap_spark.runtime.maven_jars`, or a cluster's own). Files written in the folder of
+a plain table (protocol 1/2, no features: every table snap-spark creates) are committed in place
 through the delta-rs commit (:func:`commits_in_place`). Files staged elsewhere go in through
 Delta's own writer: an append (or overwrite) with Delta's idempotent writes
 (``txnAppId``/``txnVersion`` writer options: Delta skips the write, before computing it, when

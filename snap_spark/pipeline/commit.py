@@ -743,7 +743,7 @@ def candidate_frame(spark: SparkSession, landed: LandedPass) -> Any:
                                from_arrow_schema(CANDIDATE_SCHEMA))
 
     # a small pass decides its candidates on the driver (_decide_against_lake), and a job
-    # whose Spark session has not started yet (snap_spark.session.deferred_session) need
+    # whose Spark session has not started yet (snap_spark.runtime.session.deferred_session) need
     # not start it for a frame it never reads
     return _PlannedFrame(frame) if _small(landed) else frame()
 

@@ -329,7 +329,7 @@ def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> Data
     from snap_spark.pipeline.land import landed_struct
 
     if plan.kafka_bootstrap:
-        from snap_spark.maven_jars import require_kafka_connector
+        from snap_spark.runtime.maven_jars import require_kafka_connector
 
         require_kafka_connector(spark)
         kafka = (

@@ -123,7 +123,6 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from snap_spark.memory import gc_paused
-from snap_spark.preinit import warm_preinit
 from snap_spark.protocol.replay import (
     EMPTY_STATE,
     ReplayCandidate,
@@ -133,6 +132,7 @@ from snap_spark.protocol.replay import (
     line_name,
 )
 from snap_spark.protocol.verdict import candidate_code
+from snap_spark.runtime.preinit import warm_preinit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -293,7 +293,7 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
         F.when(F.col("sender").isNull() & F.col("msg_id").isNull(), F.lit(PASSTHROUGH_BUCKET))
         .otherwise(index).cast("int"))
     # Spark runs the processor's ``init`` in a new interpreter on the driver at every
-    # query start; in a local session a warm one does it (snap_spark.preinit).
+    # query start; in a local session a warm one does it (snap_spark.runtime.preinit).
     with warm_preinit(candidates_df.sparkSession.sparkContext):
         return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
             statefulProcessor=ReplayStateProcessor(window, candidates_dir),

@@ -1,5 +1,5 @@
 """A job's Spark session starts only when the job needs Spark
-(:func:`snap_spark.session.deferred_session`): a small batch run on a local master does
+(:func:`snap_spark.runtime.session.deferred_session`): a small batch run on a local master does
 all its work on the driver and never starts the JVM's SparkContext, a large one starts it,
 and both land what a run with the session started at once lands."""
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from snap_spark.runtime.session import DEFER_ENV, DeferredSession, _plan, local_parallelism
 from snap_spark.samples.messages import SampleConfig, write_sample
-from snap_spark.session import DEFER_ENV, DeferredSession, _plan, local_parallelism
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -369,7 +369,7 @@ def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
     so only spark-submit can put the JARs on its classpath). The backend is then delta-spark;
     the job commits its files in place (no copy by Delta's writer, no staging left); its
     summary line counts what the checker decides; ``--help`` answers through spark-submit."""
-    from snap_spark.maven_jars import DELTA
+    from snap_spark.runtime.maven_jars import DELTA
 
     jars = DELTA.available()
     assert jars is not None, "Delta's JARs are not cached: run `make setup`"

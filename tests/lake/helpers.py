@@ -21,6 +21,7 @@ from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import DataFrame, SparkSession
 
 from snap_spark.lake import (
+    LAKE_BACKEND_CONF,
     DataFile,
     Lake,
     LakeError,
@@ -30,8 +31,7 @@ from snap_spark.lake import (
     to_arrow,
 )
 from snap_spark.lake.delta_spark import DeltaSparkLake
-from snap_spark.maven_jars import DELTA
-from snap_spark.session import LAKE_BACKEND_CONF
+from snap_spark.runtime.maven_jars import DELTA
 
 
 def delta_rows(path: str | Path, sql: str = "select * from t") -> list[dict[str, Any]]:

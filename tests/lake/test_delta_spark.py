@@ -29,12 +29,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from snap_spark.lake import (
+    DELTA_CATALOG,
     DataCommit,
     Lake,
     LakeError,
     LakeSchemaError,
     commit_data_files,
     get_lake,
+    has_delta_spark,
 )
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_rs import DeltaRsLake
@@ -45,8 +47,7 @@ from snap_spark.lake.delta_spark import (
     USER_METADATA_CONF,
     DeltaSparkLake,
 )
-from snap_spark.maven_jars import DELTA, KAFKA
-from snap_spark.session import DELTA_CATALOG, has_delta_spark
+from snap_spark.runtime.maven_jars import DELTA, KAFKA
 from tests.driver_limits import set_limits
 from tests.lake.helpers import (
     add_rows,

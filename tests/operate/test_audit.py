@@ -52,7 +52,7 @@ def submitted(full_lake: FullLake, tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The audit as a scheduler (and ``make audit``) runs it: spark-submit, delta-spark with
     the cached JARs, every archived line re-verified, a window holding every day."""
-    from snap_spark.maven_jars import DELTA
+    from snap_spark.runtime.maven_jars import DELTA
 
     jars = DELTA.available()
     assert jars, "Delta's JARs are not cached: make setup fetches them"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import submit
-from snap_spark.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
-from snap_spark.maven_jars import submit_jars
-from snap_spark.submit import SubmitError, split_arguments
+from snap_spark.runtime import submit
+from snap_spark.runtime.jvm_archive import DRIVER_JVM_FLAGS, driver_jvm_flags
+from snap_spark.runtime.maven_jars import submit_jars
+from snap_spark.runtime.submit import SubmitError, split_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The console script of this interpreter's environment (CI's is the checkout's .venv).
@@ -140,7 +140,7 @@ def test_dry_run_under_a_bare_environment(tmp_path: Path) -> None:
     pairs = list(zip(options[::2], options[1::2], strict=True))
     assert ("--conf", "spark.sql.session.timeZone=UTC") in pairs
     assert ("--master", "local[2]") in pairs and ("--conf", "spark.ui.enabled=false") in pairs
-    # the short-job flags and the class archive `make setup` built (snap_spark.jvm_archive)
+    # the short-job flags and the class archive `make setup` built (snap_spark.runtime.jvm_archive)
     flags = driver_jvm_flags()
     assert "-XX:SharedArchiveFile=" in flags
     assert ("--driver-java-options",

@@ -159,8 +159,8 @@ def test_the_wheel_holds_the_jobs_the_defaults_and_the_licence(wheel: Path) -> N
             "snap_spark/conf/spark-defaults.conf", "snap_spark/conf/log4j2.properties",
             "snap_spark/py.typed"} <= names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)[-8:]
-    # the stream's launcher script (snap_spark.preinit), executable as Spark runs it
-    launcher = zipfile.ZipFile(wheel).getinfo("snap_spark/preinit_python")
+    # the stream's launcher script (snap_spark.runtime.preinit), executable as Spark runs it
+    launcher = zipfile.ZipFile(wheel).getinfo("snap_spark/runtime/preinit_python")
     assert (launcher.external_attr >> 16) & 0o111, oct(launcher.external_attr >> 16)
     assert not any(n.startswith(("jobs/", "conf/", "tests/", "native/")) for n in names)
 
@@ -197,7 +197,7 @@ def test_the_environment_holds_the_bottom_of_every_range_and_no_extra(
 
 
 def test_the_installed_stream_launcher_is_executable(installed: dict[str, Any]) -> None:
-    probe = ("import os; from snap_spark.preinit import LAUNCHER;"
+    probe = ("import os; from snap_spark.runtime.preinit import LAUNCHER;"
              "print(LAUNCHER, os.access(LAUNCHER, os.X_OK))")
     done = run_in(installed, "python", "-I", "-c", probe)
     assert done.returncode == 0, done.stderr[-2000:]

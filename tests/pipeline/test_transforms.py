@@ -84,10 +84,10 @@ def _worker_pyspark(_: int) -> str:
 
 
 def test_workers_import_pyspark_from_its_folder_not_spark_s_zip(spark: Any) -> None:
-    """The session's workers fork from ``snap_spark.worker_daemon``, which takes Spark's
+    """The session's workers fork from ``snap_spark.runtime.worker_daemon``, which takes Spark's
     bundled ``pyspark.zip`` off their path: a zip holds no bytecode (PySpark compiled at each
     worker start) and its index is read again before every task."""
-    from snap_spark.session import WORKER_DAEMON_CONF, WORKER_DAEMON_MODULE
+    from snap_spark.runtime.session import WORKER_DAEMON_CONF, WORKER_DAEMON_MODULE
 
     assert spark.sparkContext.getConf().get(WORKER_DAEMON_CONF) == WORKER_DAEMON_MODULE
     files = spark.sparkContext.parallelize(range(4), 2).map(_worker_pyspark).collect()
@@ -121,7 +121,7 @@ def _worker_heap(_: int) -> tuple[int, int, bool]:
     import gc
     import sys
 
-    from snap_spark.worker_daemon import WORKER_MODULES
+    from snap_spark.runtime.worker_daemon import WORKER_MODULES
 
     return (gc.get_freeze_count(), len(gc.get_objects()),
             all(name in sys.modules for name in WORKER_MODULES))

@@ -32,7 +32,7 @@ def kafka_broker() -> Iterator[KafkaBroker]:
 def kafka_spark(spark: Any) -> Any:
     """The session's SparkSession, failing the Kafka tests with one clear line when it has
     no Kafka connector."""
-    from snap_spark.maven_jars import KafkaConnectorMissing, require_kafka_connector
+    from snap_spark.runtime.maven_jars import KafkaConnectorMissing, require_kafka_connector
 
     try:
         require_kafka_connector(spark)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark import maven_jars
+from snap_spark.runtime import maven_jars
 from tests.kafka import KafkaBroker, KafkaTopics
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -52,7 +52,7 @@ def read_batch(spark: Any, broker: KafkaBroker, topic: str) -> list[Any]:
 
 def test_the_test_session_has_the_kafka_connector(spark: Any) -> None:
     """``build_session`` put the cached connector on ``spark.jars``; its classes load."""
-    from snap_spark.session import jvm_has_class
+    from snap_spark.runtime.session import jvm_has_class
 
     jars = maven_jars.KAFKA.available()
     assert jars is not None, f"not cached in {maven_jars.KAFKA.cache_dir()}: run `make setup`"

@@ -25,13 +25,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from snap_spark import preinit as preinit_module
 from snap_spark.protocol.replay import (
     ReplayKeyState,
     duplicate_detail,
     fresh_state,
     replayed_rows,
 )
+from snap_spark.runtime import preinit as preinit_module
 from snap_spark.stream.replay_state import (
     ARROW_MARK,
     BUCKET_COLUMN,
@@ -238,7 +238,7 @@ def test_verdicts_over_drops_equal_the_batch_fold(spark: Any, tmp_path: Path, la
                                                   preinit: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # preinit: Spark's schema step at the query's start, in the warm server
-    # (snap_spark.preinit) or in the interpreter Spark starts for it
+    # (snap_spark.runtime.preinit) or in the interpreter Spark starts for it
     monkeypatch.setenv(preinit_module.SWITCH_ENV, "1" if preinit == "warm" else "0")
     served = preinit_module.served()
     # the layout of checkpoints before state_buckets, and the one it gives a new one

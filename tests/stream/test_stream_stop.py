@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from snap_spark.preinit import PYTHON_ENV
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.runtime.preinit import PYTHON_ENV
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import DEFAULT_LATENESS, StreamPlan, run_stream
@@ -146,7 +146,7 @@ def append_the_rest(root: Path, lines: list[bytes], first: int) -> None:
 
 
 def worker_daemons(driver: int) -> dict[int, tuple[list[str], dict[str, str]]]:
-    """Spark's Python worker daemons (``python -m snap_spark.worker_daemon``) among the
+    """Spark's Python worker daemons (``python -m snap_spark.runtime.worker_daemon``) among the
     processes the process ``driver`` started, directly or not, and not the workers they
     fork: each one's command line and environment."""
     family: dict[int, tuple[int, list[str]]] = {}
@@ -170,7 +170,7 @@ def worker_daemons(driver: int) -> dict[int, tuple[list[str], dict[str, str]]]:
         return pid == driver
 
     def daemon(command: list[str]) -> bool:  # its forked workers keep its command line
-        return command[1:3] == ["-m", "snap_spark.worker_daemon"]
+        return command[1:3] == ["-m", "snap_spark.runtime.worker_daemon"]
 
     found: dict[int, tuple[list[str], dict[str, str]]] = {}
     for pid, (parent, command) in family.items():
@@ -189,7 +189,7 @@ def test_ctrl_c_stops_the_stream_cleanly(tmp_path: Path, sample: list[bytes]) ->
     state's share one worker daemon (Spark keys daemons by interpreter and environment), so
     a stream's first micro-batch does not wait for a second daemon's imports. Counted among
     the processes the fresh driver started; the daemon runs the interpreter the session's
-    launcher (:data:`snap_spark.preinit.LAUNCHER`) hands over to."""
+    launcher (:data:`snap_spark.runtime.preinit.LAUNCHER`) hands over to."""
     (tmp_path / "landing").mkdir()
     first = len(sample) // 2
     (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(sample[:first]) + b"\n")

@@ -1,4 +1,4 @@
-"""The Delta set of the JAR cache (:data:`snap_spark.maven_jars.DELTA`): its manifest, the
+"""The Delta set of the JAR cache (:data:`snap_spark.runtime.maven_jars.DELTA`): its manifest, the
 command ``make`` calls, and a fetch without network."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.maven_jars import DELTA, MANIFEST_NAME
+from snap_spark.runtime.maven_jars import DELTA, MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_module(*args: str, env: dict[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snap_spark.maven_jars", *args, "delta"],
+    return subprocess.run([sys.executable, "-m", "snap_spark.runtime.maven_jars", *args, "delta"],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env={**os.environ, **(env or {})}, check=False)
 

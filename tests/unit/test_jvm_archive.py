@@ -1,4 +1,4 @@
-"""The driver JVM's class-data-sharing archive (``snap_spark.jvm_archive``): which flags a
+"""The driver JVM's class-data-sharing archive (``snap_spark.runtime.jvm_archive``): which flags a
 driver gets, what an archive is tied to, and that the archive ``make setup`` built is one
 Spark's own JVM maps."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from snap_spark import jvm_archive
-from snap_spark.session import DRIVER_JVM_FLAGS
+from snap_spark.runtime import jvm_archive
+from snap_spark.runtime.session import DRIVER_JVM_FLAGS
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def _setup_archive() -> Path:
     path = jvm_archive.archive_path()
     assert path is not None and path.is_file(), (
         f"no JVM class archive at {path}: `make setup` builds it "
-        "(python -m snap_spark.jvm_archive build)")
+        "(python -m snap_spark.runtime.jvm_archive build)")
     return path
 
 

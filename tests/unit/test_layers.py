@@ -207,3 +207,27 @@ def test_only_the_jobs_import_the_job_runner() -> None:
                    for node in ast.walk(tree)):
             not_jobs.append(name)
     assert not_jobs == []
+
+
+def test_the_runtime_package_is_imported_by_the_jobs_and_entry_points_only() -> None:
+    """:mod:`snap_spark.runtime` (the session builder and the local speed machinery) is
+    imported by the job runner, the job modules, the ``snap-spark`` command and the
+    cluster demo, and by nothing a step of the pipeline, the lake or the protocol is made
+    of. Two imports remain that the runtime's next step removes, named here so that no
+    third one comes in unnoticed: ``import snap_spark`` takes the bundled zips off
+    ``sys.path`` (``spark_path``), and the stream's replay state starts its processor
+    through the warm interpreter (``preinit.warm_preinit``)."""
+    allowed = {"snap_spark.runner", "snap_spark.cli", "snap_spark.pipeline.job",
+               "snap_spark.stream.job", "snap_spark.cluster", "snap_spark.cluster.compare",
+               "snap_spark.cluster.demo"}
+    remaining = {"snap_spark": {"snap_spark.runtime.spark_path"},
+                 "snap_spark.stream.replay_state": {"snap_spark.runtime.preinit"}}
+    edges = _modules_imported(_imports())
+    importers = {name: {m for m in targets if m.startswith("snap_spark.runtime")}
+                 for name, targets in edges.items()
+                 if not name.startswith("snap_spark.runtime")}
+    importers = {name: found for name, found in importers.items() if found}
+    assert "snap_spark.runner" in importers
+    unexpected = {name: sorted(found) for name, found in importers.items()
+                  if name not in allowed and found != remaining.get(name)}
+    assert unexpected == {}

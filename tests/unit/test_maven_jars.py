@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import maven_jars
+from snap_spark.runtime import maven_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,19 +75,19 @@ def test_submit_jars_lists_cached_sets_once_each(tmp_path: Path,
         "org.apache.spark:spark-token-provider-kafka-0-10_2.13": "4.0.0"}
 
     env = {delta.cache_env: str(tmp_path / "d"), kafka.cache_env: str(tmp_path / "k")}
-    listed = run_module("snap_spark.maven_jars", "jars", "delta", "kafka", env=env)
+    listed = run_module("snap_spark.runtime.maven_jars", "jars", "delta", "kafka", env=env)
     assert listed.returncode == 0
     assert listed.stdout.strip() == ",".join([*delta_list, kafka_list[0]])
-    status = run_module("snap_spark.maven_jars", "status", "kafka", env=env)
+    status = run_module("snap_spark.runtime.maven_jars", "status", "kafka", env=env)
     assert status.returncode == 0 and "2 cached" in status.stdout
     assert "spark-token-provider-kafka-0-10_2.13 at 4.0.0" in status.stdout
-    assert run_module("snap_spark.maven_jars", "jars", "kafka", env=env).stdout.strip() == \
+    assert run_module("snap_spark.runtime.maven_jars", "jars", "kafka", env=env).stdout.strip() == \
         ",".join(kafka_list)
-    assert run_module("snap_spark.maven_jars", "jars", "nope", env=env).returncode == 2
+    assert run_module("snap_spark.runtime.maven_jars", "jars", "nope", env=env).returncode == 2
 
     (tmp_path / "k" / "ivy/jars/shared.jar").unlink()  # a JAR gone: the set is not cached
     assert maven_jars.submit_jars() == delta_list
-    missing = run_module("snap_spark.maven_jars", "status", env=env)
+    missing = run_module("snap_spark.runtime.maven_jars", "status", env=env)
     assert missing.returncode == 1 and "not cached" in missing.stdout
 
 
@@ -105,7 +105,7 @@ def test_the_kafka_connector_is_cached_for_make() -> None:
 
 def test_make_can_ask_without_starting_spark() -> None:
     """``make`` lists JARs through this module: importing it imports no Spark."""
-    code = ("import sys, snap_spark.maven_jars\n"
+    code = ("import sys, snap_spark.runtime.maven_jars\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
             "print(bad); sys.exit(1 if bad else 0)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import snap_spark
-from snap_spark import jobs, session, submit
+from snap_spark import jobs
+from snap_spark.runtime import session, submit
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(snap_spark.__file__).resolve().parent
@@ -78,10 +79,10 @@ def test_the_checkout_shows_the_packaged_jobs_and_defaults() -> None:
 def test_the_makefile_gives_its_jobs_the_driver_flags_the_package_names() -> None:
     """``make run`` and the other spark-submit targets pass the same short-job JVM flags and
     class archive as ``snap-spark submit`` and the embedded session
-    (:func:`snap_spark.jvm_archive.driver_jvm_flags`)."""
+    (:func:`snap_spark.runtime.jvm_archive.driver_jvm_flags`)."""
     import subprocess
 
-    from snap_spark.jvm_archive import driver_jvm_flags
+    from snap_spark.runtime.jvm_archive import driver_jvm_flags
 
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     printed = subprocess.run(["make", "-s", "--no-print-directory", "print-driver-java-options"],

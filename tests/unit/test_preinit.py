@@ -1,4 +1,4 @@
-"""The warm interpreter for Spark's schema step (snap_spark.preinit), outside Spark.
+"""The warm interpreter for Spark's schema step (snap_spark.runtime.preinit), outside Spark.
 
 The stream tests run every query start through it (the test session is local); what they
 cannot show is checked here with real processes: the launcher's hand-over to the real
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import preinit
-from snap_spark.preinit import (
+from snap_spark.runtime import preinit
+from snap_spark.runtime.preinit import (
     LAUNCHER,
     PREINIT_MODULE,
     PYTHON_ENV,
@@ -160,7 +160,7 @@ def test_a_signal_to_the_launcher_reaches_the_step(tmp_path: Path) -> None:
 
 def test_the_server_ends_with_its_driver(tmp_path: Path) -> None:
     # A driver process starts the server, prints its pid, then is killed (no clean-up).
-    script = ("import sys; from snap_spark import preinit as p;"
+    script = ("import sys; from snap_spark.runtime import preinit as p;"
               "p.start_server(sys.executable); path = p._socket_name();"
               "print(p._SERVER['process'].pid, path, flush=True); sys.stdin.read()")
     driver = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,

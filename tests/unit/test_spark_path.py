@@ -1,5 +1,5 @@
-"""Spark's bundled PySpark zips taken off ``sys.path`` (``snap_spark.spark_path``), and the
-worker daemon ``build_session`` chooses (``snap_spark.session``)."""
+"""Spark's bundled PySpark zips taken off ``sys.path`` (``snap_spark.runtime.spark_path``), and the
+worker daemon ``build_session`` chooses (``snap_spark.runtime.session``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.session import _local_workers_import_snap_spark
-from snap_spark.spark_path import (
+from snap_spark.runtime.session import _local_workers_import_snap_spark
+from snap_spark.runtime.spark_path import (
     PTH_FILE,
     PTH_LINE,
     drop_bundled_zips,

@@ -9,7 +9,7 @@ import sys
 
 PROBE = """
 import gc, json, sys
-from snap_spark.worker_daemon import preload
+from snap_spark.runtime.worker_daemon import preload
 before = gc.get_freeze_count()
 loaded = preload(("json", "no_such_module_for_the_test", "csv"))
 print(json.dumps({"loaded": loaded, "before": before, "after": gc.get_freeze_count(),

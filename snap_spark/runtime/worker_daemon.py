@@ -3,9 +3,9 @@ workers' modules loaded once and kept out of the workers' garbage collections.
 
 ``build_session`` names this module as ``spark.python.daemon.module`` for a local session
 whose workers run this interpreter. Spark starts it as
-``python -m snap_spark.worker_daemon pyspark.worker`` instead of ``-m pyspark.daemon``;
+``python -m snap_spark.runtime.worker_daemon pyspark.worker`` instead of ``-m pyspark.daemon``;
 ``import snap_spark`` takes Spark's bundled zips off ``sys.path``
-(:func:`snap_spark.spark_path.drop_bundled_zips`), then PySpark's own daemon runs unchanged,
+(:func:`snap_spark.runtime.spark_path.drop_bundled_zips`), then PySpark's own daemon runs unchanged,
 with the same arguments. Its workers (forked from it) then neither compile PySpark at start
 nor re-read the zips' indexes before every task.
 

@@ -21,7 +21,7 @@ lines 16.1 s → 9.5 s (three alternated pairs; docs/speed.md).
 - ``SNAP_SPARK_JVM_ARCHIVE=0`` turns it off; another value names the archive's folder
   (default: ``.venv/jvm-archive`` of a checkout, else ``<sys.prefix>/jvm-archive``).
 
-The command line: ``python -m snap_spark.jvm_archive build|flags [--master URL]|status``.
+The command line: ``python -m snap_spark.runtime.jvm_archive build|flags [--master URL]|status``.
 
 Examples:
     Without an archive, the flags are the short-job flags alone:
@@ -62,7 +62,7 @@ KEEP: Final = 2
 #: Keep the JVM quiet when it cannot use an archive (it then starts without it).
 QUIET: Final = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def disabled() -> bool:
@@ -190,7 +190,7 @@ def build(force: bool = False) -> Path:
                    "--conf", "spark.ui.showConsoleProgress=false",
                    "--driver-java-options",
                    f"{DRIVER_JVM_FLAGS} -XX:ArchiveClassesAtExit={partial} {QUIET}",
-                   str(Path(__file__).parent / "jobs" / "verify_messages.py"),
+                   str(Path(__file__).parents[1] / "jobs" / "verify_messages.py"),
                    "--input", str(sample), "--lake", str(Path(work) / "lake")]
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
@@ -223,9 +223,9 @@ def prune(current: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m snap_spark.jvm_archive build [--force] | flags | status``."""
+    """``python -m snap_spark.runtime.jvm_archive build [--force] | flags | status``."""
     parser = argparse.ArgumentParser(
-        prog="python -m snap_spark.jvm_archive",
+        prog="python -m snap_spark.runtime.jvm_archive",
         description="The Spark driver JVM's class-data-sharing archive (a shorter start).")
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("build", help="build this environment's archive (make setup runs it)")

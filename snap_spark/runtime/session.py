@@ -1,10 +1,10 @@
-"""Build the SparkSession snap-spark runs on, and detect which Delta backend it has.
+"""Build the SparkSession snap-spark runs on.
 
-Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.maven_jars`):
+Delta Lake's JARs come from the cache ``make setup`` fills (:mod:`snap_spark.runtime.maven_jars`):
 :func:`build_session` loads them with Delta's session extension and catalog when they are
-there, and :data:`LAKE_BACKEND_CONF` tells :func:`snap_spark.lake.get_lake` which backend to
-use on that session. Spark's Kafka connector comes from the same cache module and joins
-``spark.jars`` likewise.
+there, and :data:`snap_spark.lake.LAKE_BACKEND_CONF` tells :func:`snap_spark.lake.get_lake`
+which backend to use on that session. Spark's Kafka connector comes from the same cache
+module and joins ``spark.jars`` likewise.
 """
 
 from __future__ import annotations
@@ -18,40 +18,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from snap_spark import jvm_archive
+from snap_spark.runtime import jvm_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The Spark settings snap-spark's own sessions start from: package data
 #: (``snap_spark/conf/spark-defaults.conf``; ``conf/`` of a checkout links to it).
-DEFAULT_SPARK_CONF = Path(__file__).resolve().parent / "conf" / "spark-defaults.conf"
-
-#: Spark setting choosing the Delta backend :func:`snap_spark.lake.get_lake` returns:
-#: ``auto`` (default: delta-spark when its extension is loaded, else delta-rs), ``delta-rs``
-#: or ``delta-spark`` (an error when the session has no Delta extension).
-LAKE_BACKEND_CONF = "spark.snap.lake.backend"
-#: Values :data:`LAKE_BACKEND_CONF` accepts.
-LAKE_BACKENDS = ("auto", "delta-rs", "delta-spark")
-
-#: Delta Lake's session extension and catalog (what ``configure_spark_with_delta_pip`` and
-#: Delta's docs set), loaded together with its JARs.
-DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
-DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-
+DEFAULT_SPARK_CONF = Path(__file__).resolve().parents[1] / "conf" / "spark-defaults.conf"
 
 #: JVM options for the driver of a short job (defined, and explained, in
-#: :mod:`snap_spark.jvm_archive`, which adds the class archive to them).
+#: :mod:`snap_spark.runtime.jvm_archive`, which adds the class archive to them).
 DRIVER_JVM_FLAGS = jvm_archive.DRIVER_JVM_FLAGS
 #: The Spark setting that carries them to a driver JVM about to start.
 DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 
 #: The Spark setting naming the module Python workers are forked from (``pyspark.daemon``
 #: by default), and snap-spark's: the same daemon, with PySpark imported from its installed
-#: folder instead of Spark's bundled zips (:mod:`snap_spark.spark_path`). Measured on
+#: folder instead of Spark's bundled zips (:mod:`snap_spark.runtime.spark_path`). Measured on
 #: 2 cores: five tiny jobs on a warm session 3.7 s -> 2.0 s (bench/README.md, session 16).
 WORKER_DAEMON_CONF = "spark.python.daemon.module"
-WORKER_DAEMON_MODULE = "snap_spark.worker_daemon"
+WORKER_DAEMON_MODULE = "snap_spark.runtime.worker_daemon"
 
 
 def read_spark_conf(path: Path | None = None) -> dict[str, str]:
@@ -90,28 +77,28 @@ def build_session(
     ``master`` defaults to ``local[*]`` unless spark-submit already set one. Settings come
     from ``conf/spark-defaults.conf`` then ``extra_conf`` (later wins). A driver JVM started
     here gets the class archive ``make setup`` built, with :data:`DRIVER_JVM_FLAGS` on a
-    local master (not a cluster's: :func:`snap_spark.jvm_archive.short_job_driver`),
+    local master (not a cluster's: :func:`snap_spark.runtime.jvm_archive.short_job_driver`),
     unless the settings name its Java options.
 
     ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
     when the JARs are at hand, ``True`` always (an error when they are not), ``False``
     never. The JARs are at hand when ``make setup`` cached them
-    (``snap_spark.maven_jars.DELTA.available()``), or, under spark-submit (whose driver JVM runs
-    before this code), when they are on its classpath (``spark-submit --jars``, a cluster's
-    own Delta). Settings that already name Delta's extension are left as they are. Which
-    backend the session then uses is :func:`snap_spark.lake.get_lake`'s choice
-    (``spark.snap.lake.backend``); it refuses delta-spark on a session without Delta.
+    (``snap_spark.runtime.maven_jars.DELTA.available()``), or, under spark-submit (whose
+    driver JVM runs before this code), when they are on its classpath (``spark-submit
+    --jars``, a cluster's own Delta). Settings that already name Delta's extension are left
+    as they are. Which backend the session then uses is :func:`snap_spark.lake.get_lake`'s
+    choice (``spark.snap.lake.backend``); it refuses delta-spark on a session without Delta.
 
-    ``kafka`` puts the Kafka connector's cached JARs (``snap_spark.maven_jars.KAFKA``) on
+    ``kafka`` puts the Kafka connector's cached JARs (``snap_spark.runtime.maven_jars.KAFKA``) on
     ``spark.jars`` the same way: ``None`` when cached, ``True`` always (an error when they
     are not), ``False`` never. A driver JVM that already runs (spark-submit's) gets nothing
-    added: give it ``--jars``; :func:`snap_spark.maven_jars.require_kafka_connector` tells a
+    added: give it ``--jars``; :func:`snap_spark.runtime.maven_jars.require_kafka_connector` tells a
     job whether the connector is there.
 
     Raises:
-        snap_spark.maven_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
+        snap_spark.runtime.maven_jars.DeltaJarsError: ``delta`` is ``True`` and Delta's JARs are not
             available.
-        snap_spark.maven_jars.KafkaJarsError: ``kafka`` is ``True`` and the connector's JARs
+        snap_spark.runtime.maven_jars.KafkaJarsError: ``kafka`` is ``True`` and the connector's JARs
             are not cached (and no driver JVM runs yet).
 
     Examples:
@@ -214,8 +201,9 @@ class _SessionPlan:
             builder = builder.master(self.master)
         spark = builder.getOrCreate()
         if self.local_workers:
-            # the launcher of snap_spark.preinit as the Python Spark starts (a stream's start)
-            from snap_spark import preinit
+            # the launcher of snap_spark.runtime.preinit as the Python Spark starts (a
+            # stream's start)
+            from snap_spark.runtime import preinit
 
             preinit.adopt(spark.sparkContext)
         return spark
@@ -452,7 +440,8 @@ def _delta_settings(
     runs (spark-submit's, or an earlier session's in this process), JARs can no longer join
     its classpath, so Delta is loaded only when its classes are already on it.
     """
-    from snap_spark.maven_jars import DELTA, DeltaJarsError
+    from snap_spark.lake import DELTA_CATALOG, DELTA_EXTENSION, LAKE_BACKEND_CONF
+    from snap_spark.runtime.maven_jars import DELTA, DeltaJarsError
 
     if delta is False:
         return {}
@@ -473,7 +462,7 @@ def _delta_settings(
             return loaded
         hint = (
             "Delta's classes are not on the running driver's classpath: give spark-submit "
-            "--jars $(python -m snap_spark.maven_jars jars delta)"
+            "--jars $(python -m snap_spark.runtime.maven_jars jars delta)"
         )
         if required:
             raise DeltaJarsError(hint + " (after make setup)")
@@ -488,7 +477,8 @@ def _delta_settings(
         if required:
             raise DeltaJarsError(
                 f"Delta's JARs are not cached in {DELTA.cache_dir()}: run `make setup` "
-                "(or python -m snap_spark.maven_jars fetch delta) with access to Maven Central"
+                "(or python -m snap_spark.runtime.maven_jars fetch delta) with access to "
+                "Maven Central"
             )
         return {}
     return {**loaded, "spark.jars": _merged(settings.get("spark.jars"), *jars)}
@@ -496,7 +486,7 @@ def _delta_settings(
 
 def _kafka_settings(settings: dict[str, str], kafka: bool | None) -> dict[str, str]:
     """``spark.jars`` with the Kafka connector's cached JARs added (none to skip them)."""
-    from snap_spark.maven_jars import KAFKA, KafkaJarsError
+    from snap_spark.runtime.maven_jars import KAFKA, KafkaJarsError
 
     if kafka is False or _driver_running():  # a running JVM takes no more JARs
         return {}
@@ -505,8 +495,8 @@ def _kafka_settings(settings: dict[str, str], kafka: bool | None) -> dict[str, s
         if kafka:
             raise KafkaJarsError(
                 f"the Kafka connector's JARs are not cached in {KAFKA.cache_dir()}: run "
-                "`make setup` (or python -m snap_spark.maven_jars fetch kafka) with access to "
-                "Maven Central"
+                "`make setup` (or python -m snap_spark.runtime.maven_jars fetch kafka) with access "
+                "to Maven Central"
             )
         return {}
     return {"spark.jars": _merged(settings.get("spark.jars"), *jars)}
@@ -539,7 +529,7 @@ def _driver_running() -> bool:
 
 def _driver_has_class(name: str) -> bool:
     """True when the running driver JVM (spark-submit's) can load class ``name``."""
-    from snap_spark.maven_jars import jvm_has_class
+    from snap_spark.runtime.maven_jars import jvm_has_class
 
     return jvm_has_class(name)
 
@@ -562,20 +552,9 @@ def _submitted() -> bool:
     return "SPARK_SUBMIT" in os.environ or "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def has_delta_spark(spark: SparkSession) -> bool:
-    """True when Delta Lake's session extension is loaded (its JARs from the cache, or a
-    cluster's).
-
-    Examples:
-        >>> has_delta_spark(spark)  # built by build_session after make setup
-        True
-    """
-    extensions = spark.conf.get("spark.sql.extensions", "") or ""
-    return DELTA_EXTENSION in _split(extensions)
-
-
 def jvm_has_class(name: str, spark: SparkSession | None = None) -> bool:
-    """:func:`snap_spark.maven_jars.jvm_has_class` (kept here for callers of this module)."""
-    from snap_spark.maven_jars import jvm_has_class as has_class
+    """:func:`snap_spark.runtime.maven_jars.jvm_has_class` (kept here for callers of this
+    module)."""
+    from snap_spark.runtime.maven_jars import jvm_has_class as has_class
 
     return has_class(name, spark)

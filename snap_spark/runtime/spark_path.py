@@ -35,7 +35,7 @@ Spark's JAR is on it.
 PySpark and Py4J (byte-equal version files) are installed on another ``sys.path`` entry,
 and nothing has been imported from them yet. ``import snap_spark`` calls it, so a driver
 whose first import is snap-spark (every ``jobs/*.py``) gets it, and the worker daemon module
-:mod:`snap_spark.worker_daemon` runs both before PySpark's own daemon starts.
+:mod:`snap_spark.runtime.worker_daemon` runs both before PySpark's own daemon starts.
 
 Examples:
     Nothing to do in a process whose ``sys.path`` holds no bundled zip (the tests' own):

@@ -12,15 +12,15 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
 - Spark's home is ``$SPARK_HOME`` when set (as pyspark's own scripts do), else the
   installed pyspark package's folder, and ``<home>/bin/spark-submit`` runs the job;
 - the cached JARs go to ``--jars`` the way ``make run`` and ``make stream`` pass them:
-  Delta's (:mod:`snap_spark.maven_jars`) unless ``--conf spark.snap.lake.backend=delta-rs``,
+  Delta's (:mod:`snap_spark.runtime.maven_jars`) unless ``--conf spark.snap.lake.backend=delta-rs``,
   and Kafka's for ``stream_verify --kafka-bootstrap``,
   merged with the ``--jars`` given;
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
   ``--conf spark.ui.showConsoleProgress=false``, and the driver's Java options: the
   package's quieter ``conf/log4j2.properties`` (package data) and the class archive ``make
-  setup`` built, with the short-job JVM flags (:data:`snap_spark.session.DRIVER_JVM_FLAGS`)
+  setup`` built, with the short-job JVM flags (:data:`snap_spark.runtime.session.DRIVER_JVM_FLAGS`)
   on a local master, not for a cluster's driver
-  (:func:`snap_spark.jvm_archive.short_job_driver`), unless ``--driver-java-options`` or
+  (:func:`snap_spark.runtime.jvm_archive.short_job_driver`), unless ``--driver-java-options`` or
   ``--conf spark.driver.extraJavaOptions`` is given; as the Makefile passes them;
   ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
   must stay reachable by executors).
@@ -53,20 +53,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snap_spark import jobs
-from snap_spark.jvm_archive import driver_jvm_flags, short_job_driver
-from snap_spark.session import DRIVER_JAVA_OPTIONS_CONF
+from snap_spark.runtime.jvm_archive import driver_jvm_flags, short_job_driver
+from snap_spark.runtime.session import DRIVER_JAVA_OPTIONS_CONF
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 #: The checkout this package sits in (the jobs and settings are found relative to it, as
 #: :data:`snap_spark.runner.DEFAULT_PIPELINE_CONF` is).
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 #: The jobs shipped in the package (``snap_spark/jobs``; ``jobs/`` of a checkout links to
 #: it): one ``<name>.py`` per job.
 JOBS_DIR = jobs.JOBS_DIR
 #: The quieter Spark logging ``make run`` passes (package data, ``snap_spark/conf``).
-LOG4J2_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+LOG4J2_CONF = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 
 #: spark-submit options that take a value (Spark 4.0's ``SparkSubmitOptionParser``), by
 #: the name given on the command line; ``-c`` is ``--conf``.
@@ -85,7 +85,7 @@ SHORT_OPTIONS: dict[str, str] = {"-c": "--conf", "-v": "--verbose"}
 
 #: Settings always passed (before the user's own ``--conf``, which win in spark-submit).
 UTC_CONF = "spark.sql.session.timeZone=UTC"
-#: Spark setting naming the Delta backend (:data:`snap_spark.session.LAKE_BACKEND_CONF`).
+#: Spark setting naming the Delta backend (:data:`snap_spark.lake.LAKE_BACKEND_CONF`).
 LAKE_BACKEND_CONF = "spark.snap.lake.backend"
 
 
@@ -168,7 +168,7 @@ def split_arguments(argv: Sequence[str]) -> Request:
         >>> split_arguments(["--lake", "L", "audit"])
         Traceback (most recent call last):
         ...
-        snap_spark.submit.SubmitError: unknown spark-submit option --lake before JOB \
+        snap_spark.runtime.submit.SubmitError: unknown spark-submit option --lake before JOB \
 (spark-submit's options go before JOB, the job's own after it)
     """
     options: list[tuple[str, str | None]] = []
@@ -232,7 +232,7 @@ def job_script(job: str, jobs_dir: Path = JOBS_DIR) -> Path:
         >>> job_script("nope", Path("/nowhere"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        snap_spark.submit.SubmitError: unknown job 'nope' (no jobs found: ...)
+        snap_spark.runtime.submit.SubmitError: unknown job 'nope' (no jobs found: ...)
     """
     try:
         return jobs.job_path(job, jobs_dir)
@@ -294,7 +294,7 @@ def submit_environment(environ: Mapping[str, str], home: Path, python: str,
 
 
 def jar_sets(request: Request) -> list[str]:
-    """The cached JAR sets (:data:`snap_spark.maven_jars.JAR_SETS`) the job gets: ``delta``
+    """The cached JAR sets (:data:`snap_spark.runtime.maven_jars.JAR_SETS`) the job gets: ``delta``
     unless the backend is delta-rs, and ``kafka`` for ``stream_verify --kafka-bootstrap``.
 
     Examples:
@@ -363,7 +363,7 @@ def build_plan(
     """The spark-submit command and environment for ``request``.
 
     ``cached_jars`` returns the cached JARs of the named sets (default
-    :func:`snap_spark.maven_jars.submit_jars`).
+    :func:`snap_spark.runtime.maven_jars.submit_jars`).
 
     Raises:
         SubmitError: unknown job (exit 2); no Spark home or no spark-submit in it (exit 1).
@@ -381,7 +381,7 @@ def build_plan(
         raise SubmitError(f"no spark-submit at {program} (Spark's home from {source})",
                           EXIT_FAILED)
     if cached_jars is None:
-        from snap_spark.maven_jars import submit_jars
+        from snap_spark.runtime.maven_jars import submit_jars
 
         cached_jars = submit_jars
     given = request.confs()

@@ -10,7 +10,7 @@ module serves that step from a **warm interpreter** instead:
 
 - Spark's "python" for the session's functions is the launcher script next to this file
   (``preinit_python``): :func:`adopt` makes it so for a local session
-  :func:`snap_spark.session.build_session` builds (other sessions keep Spark's step). For
+  :func:`snap_spark.runtime.session.build_session` builds (other sessions keep Spark's step). For
   the schema step the launcher runs this
   file as a small client (standard library only, ``python -I -S``); for anything else
   (the workers' daemon) it execs the real interpreter with the same arguments.
@@ -168,7 +168,7 @@ def start_server(python: str) -> bool:
     env["OPENBLAS_NUM_THREADS"] = "1"  # NumPy's import starts no threads in a process that forks
     try:
         process = subprocess.Popen(
-            [python, "-m", "snap_spark.preinit", "serve", _socket_name(), str(read_end)],
+            [python, "-m", "snap_spark.runtime.preinit", "serve", _socket_name(), str(read_end)],
             pass_fds=(read_end,), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL)
     except OSError:
@@ -299,7 +299,7 @@ def client(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# The server: ``python -m snap_spark.preinit serve NAME PARENT_FD``.
+# The server: ``python -m snap_spark.runtime.preinit serve NAME PARENT_FD``.
 # --------------------------------------------------------------------------------------
 
 def serve(name: str, parent_fd: int) -> None:

@@ -3,13 +3,13 @@ into a cache, then loaded from it; one entry (a :class:`JarSet`) per package set
 check a job runs before it reads Kafka.
 
 The pip PySpark ships neither Delta Lake nor Spark's Kafka connector. ``make setup`` runs
-``python -m snap_spark.maven_jars fetch delta kafka``, which resolves each set once: a child Python
-process starts Spark with ``spark.jars.packages`` (the set's Maven coordinates) and
-``spark.jars.ivy`` pointing into the set's cache folder, and a manifest (``jars.json``)
-records the JARs it resolved. Afterwards :func:`available` lists those local files,
-:func:`snap_spark.session.build_session` puts them on ``spark.jars``, and :func:`submit_jars`
-(``python -m snap_spark.maven_jars jars delta kafka``) gives them to ``spark-submit
---jars``, so no run resolves anything over the network.
+``python -m snap_spark.runtime.maven_jars fetch delta kafka``, which resolves each set once:
+a child Python process starts Spark with ``spark.jars.packages`` (the set's Maven
+coordinates) and ``spark.jars.ivy`` pointing into the set's cache folder, and a manifest
+(``jars.json``) records the JARs it resolved. Afterwards :func:`available` lists those local
+files, :func:`snap_spark.runtime.session.build_session` puts them on ``spark.jars``, and
+:func:`submit_jars` (``python -m snap_spark.runtime.maven_jars jars delta kafka``) gives
+them to ``spark-submit --jars``, so no run resolves anything over the network.
 
 The sets (:data:`JAR_SETS`):
 
@@ -21,8 +21,8 @@ The sets (:data:`JAR_SETS`):
   :func:`require_kafka_connector` first, so a session without the connector stops with one
   clear line instead of Spark's ``DATA_SOURCE_NOT_FOUND``.
 
-The command line is ``python -m snap_spark.maven_jars fetch [--force]|jars|status [SET ...]``
-(:func:`main`).
+The command line is
+``python -m snap_spark.runtime.maven_jars fetch [--force]|jars|status [SET ...]`` (:func:`main`).
 
 A set's cache folder is, first match wins: its environment variable (e.g.
 ``$SNAP_SPARK_KAFKA_JARS``); ``.venv/<folder>`` of this source checkout;
@@ -71,7 +71,7 @@ MANIFEST_NAME = "jars.json"
 #: Longest a resolution may take; an unreachable repository must not hang ``make setup``.
 FETCH_TIMEOUT_SECONDS = 600.0
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 class MavenJarsError(RuntimeError):
@@ -468,8 +468,8 @@ def _resolve_in_child(
 ) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
     """Run the resolution child process; its result and the JARs it printed, if any."""
     settings = str(_remote_only_settings(ivy)) if jar_set.remote_only else ""
-    command = [sys.executable, "-m", "snap_spark.maven_jars", "_resolve", packages, str(ivy),
-               excludes, settings]
+    command = [sys.executable, "-m", "snap_spark.runtime.maven_jars", "_resolve", packages,
+               str(ivy), excludes, settings]
     env = {**os.environ, "PYTHONPATH": _pythonpath()}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
@@ -591,7 +591,7 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
         0
     """
     parser = argparse.ArgumentParser(
-        prog=prog or "python -m snap_spark.maven_jars",
+        prog=prog or "python -m snap_spark.runtime.maven_jars",
         description=f"Fetch the {jar_set.label} once into a local cache, and list them.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -636,7 +636,7 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m snap_spark.maven_jars fetch [--force]|jars|status [SET ...]`` (default:
+    """``python -m snap_spark.runtime.maven_jars fetch [--force]|jars|status [SET ...]`` (default:
     every set: ``delta``, ``kafka``).
 
     ``fetch`` fetches each set not cached yet (one line per set fetched or failed; exit 1
@@ -656,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(_resolve_in_this_process(*argv[1:])))
         return 0
     parser = argparse.ArgumentParser(
-        prog="python -m snap_spark.maven_jars",
+        prog="python -m snap_spark.runtime.maven_jars",
         description="Fetch the JARs of Spark packages once into local caches, and list them.",
     )
     parser.add_argument("command", choices=["fetch", "jars", "status"])
@@ -728,7 +728,7 @@ def missing_connector_message(class_name: str = KAFKA_SOURCE_PROVIDER) -> str:
     return (
         f"the Kafka connector is not loaded: run make setup, or pass --packages "
         f"{KAFKA.coordinate()} (the driver's JVM cannot load {class_name}; under spark-submit "
-        "give it --jars $(python -m snap_spark.maven_jars jars kafka) after make setup)"
+        "give it --jars $(python -m snap_spark.runtime.maven_jars jars kafka) after make setup)"
     )
 
 
@@ -750,7 +750,7 @@ def require_kafka_connector(
         >>> require_kafka_connector(spark, "org.example.Missing")
         Traceback (most recent call last):
         ...
-        snap_spark.maven_jars.KafkaConnectorMissing: the Kafka connector is not loaded: ...
+        snap_spark.runtime.maven_jars.KafkaConnectorMissing: the Kafka connector is not loaded: ...
     """
     if not jvm_has_class(class_name, spark):
         raise KafkaConnectorMissing(missing_connector_message(class_name))
