@@ -67,7 +67,7 @@ from snap_spark.protocol.keys import (
     decode_p2tr,
     internal_pubkey,
     p2tr_address,
-    parse_private_key,
+    parse_private_key_lines,
 )
 from snap_spark.protocol.nostr import check_event
 from snap_spark.protocol.validate import MissingReceiptTime
@@ -139,16 +139,11 @@ class Keyring:
             raise KeyringError(
                 f"keyring {path} is open to other users (mode {stat.S_IMODE(mode):o}): "
                 "run chmod 600 on it")
-        keys: list[bytes] = []
         with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                text = line.strip()
-                if not text or text.startswith("#"):
-                    continue
-                try:
-                    keys.append(parse_private_key(text))
-                except InvalidPrivateKey as exc:  # its message never quotes the key
-                    raise KeyringError(f"keyring {path}, line {number}: {exc}") from None
+            try:
+                keys = parse_private_key_lines(handle, f"keyring {path}")
+            except InvalidPrivateKey as exc:  # its message never quotes the key
+                raise KeyringError(str(exc)) from None
         return cls(keys)
 
     def __contains__(self, pubkey_hex: object) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -101,6 +102,36 @@ def parse_private_key(text: str) -> bytes:
     if not isinstance(text, str) or _PRIVATE_KEY_HEX.fullmatch(text) is None:
         raise InvalidPrivateKey("a private key is exactly 64 hex digits")
     return check_private_key(bytes.fromhex(text))
+
+
+def parse_private_key_lines(lines: Iterable[str], where: str) -> list[bytes]:
+    """The private keys of a key file's ``lines``: one a line, read by
+    :func:`parse_private_key` once the blanks around it are stripped; blank lines and lines
+    that start with ``#`` are skipped.
+
+    Raises:
+        InvalidPrivateKey: a line is not a valid key; the message names ``where`` and the
+            line (``"<where>, line 4: ..."``), never the key.
+
+    Examples:
+        >>> [k.hex()[:4] for k in parse_private_key_lines(["# mine", "", " " + "0a" * 32], "f")]
+        ['0a0a']
+        >>> parse_private_key_lines(["# mine", "0a"], "ring")
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.keys.InvalidPrivateKey: ring, line 2: a private key is exactly \
+64 hex digits
+    """
+    keys: list[bytes] = []
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            keys.append(parse_private_key(text))
+        except InvalidPrivateKey as exc:  # its message never quotes the key
+            raise InvalidPrivateKey(f"{where}, line {number}: {exc}") from None
+    return keys
 
 
 def tagged_hash(tag: str, data: bytes) -> bytes:

@@ -227,7 +227,7 @@ def test_keyring_refuses_a_line_that_is_not_64_hex_digits_of_a_valid_key(
     # the sample's reader of keyring files refuses it too
     with pytest.raises(InvalidPrivateKey) as also:
         read_keyring(str(path))
-    assert str(also.value).startswith(f"{path} line 4: ")
+    assert str(also.value).startswith(f"{path}, line 4: ")
     assert_not_quoted(key, str(also.value).replace(str(path), ""))
 
 

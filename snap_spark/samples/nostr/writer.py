@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from snap_spark.protocol.keys import InvalidPrivateKey, parse_private_key
+from snap_spark.protocol.keys import parse_private_key_lines
 from snap_spark.samples.nostr.config import (
     EVENT_LABELS,
     WELL_KNOWN_LABELS,
@@ -60,18 +60,9 @@ def read_keyring(path: str) -> list[bytes]:
         >>> [key.hex()[:4] for key in read_keyring(name)]
         ['0a0a']
     """
-    keys = []
     # errors="replace": a decoding error would quote the byte; U+FFFD is refused as not hex
     with open(path, encoding="ascii", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            try:
-                keys.append(parse_private_key(text))
-            except InvalidPrivateKey as exc:
-                raise InvalidPrivateKey(f"{path} line {number}: {exc}") from None
-    return keys
+        return parse_private_key_lines(handle, path)
 
 
 def _write_private(path: str, data: bytes) -> None:
