@@ -135,9 +135,9 @@ test-fast: setup
 # - test-python-core: the checking and job-exactness tests on the Python core (the
 #   reference and the fallback where the native core is not built), SNAP_SPARK_NATIVE=0
 #   reaching Spark's workers (tests/integration/test_python_core.py names them).
-# - test-spark-path: the batch job's, the stream's, Nostr ingestion's and the views' tests
-#   with every two-way step forced into Spark stages (SNAP_SPARK_DRIVER_LIMITS=spark; a
-#   subset, named and explained in tests/integration/test_spark_path_lane.py).
+# - test-spark-path: the batch job's tests with every two-way step forced into Spark
+#   stages (SNAP_SPARK_DRIVER_LIMITS=spark; the subset is explained in
+#   tests/integration/test_spark_path_lane.py).
 PYTHON_CORE_LANE := tests/integration/test_python_core.py
 SPARK_PATH_LANE := tests/integration/test_spark_path_lane.py
 LANES := $(PYTHON_CORE_LANE) $(SPARK_PATH_LANE)
