@@ -50,7 +50,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 import pyarrow as pa
@@ -413,43 +413,44 @@ def _on_driver(path: str) -> bool | None:
 
 
 def _keyed_rows(columns: tuple[str, ...], keys: frozenset[tuple[Any, ...]],
-                keep: tuple[str, ...] | None, batches: Iterable[pa.RecordBatch]
-                ) -> Iterator[pa.RecordBatch]:
+                batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The rows of ``batches`` whose ``columns`` hold one of ``keys`` (a tuple of values
-    each), with the columns ``keep`` (all when ``None``). Every lookup of earlier rows is
-    this one function over Arrow batches: :func:`_scan` runs it over a table read on the
-    driver or, in Spark tasks, over the table's partitions. Keys are matched in memory,
-    never sent to a scan: string statistics in a Delta log may be truncated prefixes.
+    each). Every lookup of earlier rows is this one function over Arrow batches:
+    :func:`_scan` runs it over a table read on the driver or, in Spark tasks, over the
+    table's partitions. Keys are matched in memory, never sent to a scan: string
+    statistics in a Delta log may be truncated prefixes.
 
     Examples:
         >>> batch = pa.record_batch({"k": ["a", "b", "a", None], "n": [1, 2, 3, 4]})
-        >>> [b.to_pydict() for b in _keyed_rows(("k", "n"), frozenset({("a", 3)}), ("n",),
-        ...                                     [batch])]
-        [{'n': [3]}]
+        >>> [b.to_pydict() for b in _keyed_rows(("k", "n"), frozenset({("a", 3)}), [batch])]
+        [{'k': ['a'], 'n': [3]}]
     """
     import pyarrow.compute as pc
 
     if not keys:
         return
     firsts = sorted({key[0] for key in keys if key[0] is not None})
+    value_set = None
     for batch in batches:
         column = batch.column(columns[0])
-        found = batch.filter(pc.is_in(column, value_set=pa.array(firsts, column.type)))
+        if value_set is None:  # the batches of one table share their types
+            value_set = pa.array(firsts, column.type)
+        found = batch.filter(pc.is_in(column, value_set=value_set))
         if len(columns) > 1 and found.num_rows:
             values = zip(*(found.column(name).to_pylist() for name in columns), strict=True)
             found = found.filter(pa.array([value in keys for value in values], pa.bool_()))
         if found.num_rows:
-            yield found if keep is None else found.select(list(keep))
+            yield found
 
 
 def _scan(spark: SparkSession, lake: Lake, path: str, on_driver: bool,
-          read: Sequence[str] | None, work: Any, output: Sequence[str] | StructType | None
+          read: Sequence[str] | None, work: Any, output: StructType | None = None
           ) -> list[dict[str, Any]]:
     """The rows ``work`` (a function from Arrow batches to Arrow batches) makes of the
-    table at ``path`` (its columns ``read``, all when ``None``): over the table read on the
-    driver by delta-rs when ``on_driver``, else in Spark tasks (``mapInArrow``) over a
-    Spark read of it. ``output`` is the schema of what ``work`` yields: the names of
-    columns it passes through, a Spark schema, or ``None`` for the columns read."""
+    columns ``read`` (all when ``None``) of the table at ``path``: over the table read on
+    the driver by delta-rs when ``on_driver``, else in Spark tasks (``mapInArrow``) over a
+    Spark read of it. ``output`` is the schema of what ``work`` yields (default: the
+    columns read)."""
     from snap_spark.lake import read_arrow
 
     if on_driver:
@@ -460,13 +461,8 @@ def _scan(spark: SparkSession, lake: Lake, path: str, on_driver: bool,
     frame = lake.read(spark, path)
     if read is not None:
         frame = frame.select(*read)
-    if output is None:
-        schema = frame.schema
-    elif isinstance(output, (list, tuple)):
-        schema = frame.select(*output).schema
-    else:
-        schema = cast("StructType", output)
-    rows: list[dict[str, Any]] = frame.mapInArrow(work, schema).toArrow().to_pylist()
+    rows: list[dict[str, Any]] = frame.mapInArrow(
+        work, frame.schema if output is None else output).toArrow().to_pylist()
     return rows
 
 
@@ -484,10 +480,12 @@ def _lookup(spark: SparkSession, lake: Lake, path: str, column: str, keys: Itera
         local = _on_driver(path)
     if local is None:
         return []
-    keep = None if columns is None else tuple(columns)
     read = None if columns is None else sorted({column, *columns})
-    return _scan(spark, lake, path, local, read,
-                 functools.partial(_keyed_rows, (column,), wanted, keep), keep)
+    rows = _scan(spark, lake, path, local, read,
+                 functools.partial(_keyed_rows, (column,), wanted))
+    if columns is None or column in columns:
+        return rows
+    return [{name: row[name] for name in columns} for row in rows]
 
 
 def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
@@ -591,7 +589,7 @@ def _landed_messages(spark: SparkSession, lake: Lake, lake_dir: str, sources: It
     verdicts = ("verdict", "error_code", "error_detail")
     lines = frozenset((r["file_key"], r["line_no"]) for r in raw)
     found = _scan(spark, lake, msg_path, local, ["file_key", "line_no", *verdicts],
-                  functools.partial(_keyed_rows, ("file_key", "line_no"), lines, None), None)
+                  functools.partial(_keyed_rows, ("file_key", "line_no"), lines))
     by_line = {(row["file_key"], row["line_no"]): row for row in found}
     return {r["source"]: {"source": r["source"], **{k: line[k] for k in verdicts}}
             for r in raw if (line := by_line.get((r["file_key"], r["line_no"])))}
@@ -645,14 +643,13 @@ def _restated_rows(spark: SparkSession, lake: Lake, lake_dir: str,
         return []
     hits = _scan(spark, lake, msg_path, local,
                  ["sender", "msg_id", "file_key", "line_no", "error_code", "error_detail"],
-                 functools.partial(_keyed_rows, ("sender", "msg_id"), frozenset(keys), None),
-                 None)
+                 functools.partial(_keyed_rows, ("sender", "msg_id"), frozenset(keys)))
     raw_local = _on_driver(raw_path) if hits else None
     if raw_local is None:
         return []
     lines = frozenset((row["file_key"], row["line_no"]) for row in hits)
     raw = _scan(spark, lake, raw_path, raw_local, ["file_key", "line_no", "source"],
-                functools.partial(_keyed_rows, ("file_key", "line_no"), lines, None), None)
+                functools.partial(_keyed_rows, ("file_key", "line_no"), lines))
     sources: dict[tuple[str, int], list[str]] = {}
     for line in raw:
         sources.setdefault((line["file_key"], line["line_no"]), []).append(line["source"])

@@ -42,7 +42,13 @@ from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:
+    import threading
+
     from pyspark.sql import SparkSession
+
+    from snap_spark.lake import Lake
+    from snap_spark.pipeline.ingest import FilePlan
+    from snap_spark.pipeline.read import RangesAhead
 
 __all__ = ["LANDED_TABLES", "JobResult", "VerifyMessages", "auto_verify_threads",
            "decided_settings", "format_summary", "listed_inputs", "main", "prepare_landing",
@@ -165,13 +171,13 @@ class _FoundInputs:
     #: every input file listed
     files: list[str]
     #: the files' plans, for those that land (their bytes not all in the lake)
-    plans: list[Any]
+    plans: list[FilePlan]
     #: source file -> file key, of the files that land
     keys: dict[str, str]
     #: the line ranges of the files the ledger has never seen, planned on a thread
-    ahead: Any
+    ahead: RangesAhead
     #: Spark's Python workers starting for a large landing (``None`` for a small one)
-    warming: Any
+    warming: threading.Thread | None
 
     @property
     def todo(self) -> list[str]:
@@ -229,7 +235,7 @@ class _LandedBefore:
     msg: set[str]
 
 
-def _landed_before(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+def _landed_before(spark: SparkSession, lake: Lake, lake_dir: str, settings: VerifySettings,
                    found: _FoundInputs, result: JobResult) -> _LandedBefore:
     """The file keys the lake's two tables hold; files with ``raw_messages`` rows and no
     ``messages`` rows (a run stopped between its commits) whose bytes the input no longer
@@ -263,7 +269,7 @@ def _landed_before(spark: SparkSession, lake: Any, lake_dir: str, settings: Veri
     return _LandedBefore(msg_version, done_raw, done_msg)
 
 
-def _land_and_commit(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+def _land_and_commit(spark: SparkSession, lake: Lake, lake_dir: str, settings: VerifySettings,
                      found: _FoundInputs, done: _LandedBefore, started: float,
                      result: JobResult, *, catch_up_tasks: bool) -> None:
     """Land the files ``found`` holds and commit them (stages 2-4), under a run marker;
@@ -293,7 +299,7 @@ def _land_and_commit(spark: SparkSession, lake: Any, lake_dir: str, settings: Ve
     clean_leftovers(lake_dir, LANDED_TABLES)
 
 
-def _land_pass(spark: SparkSession, lake: Any, lake_dir: str, settings: VerifySettings,
+def _land_pass(spark: SparkSession, lake: Lake, lake_dir: str, settings: VerifySettings,
                found: _FoundInputs, done: _LandedBefore, ingest_id: str, staging: str,
                started: float, result: JobResult, *, catch_up_tasks: bool) -> None:
     """Stages 2-4 of a run: land the files' lines (on the driver for a small input, else

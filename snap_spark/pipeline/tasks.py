@@ -68,7 +68,7 @@ from snap_spark.pyarrow_compat import sort_nulls_first
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from snap_spark.lake import Where
+    from snap_spark.lake import Lake, Where
 
 
 #: Rows the fold tasks send back to the driver: one per data file written (``table`` names
@@ -643,7 +643,7 @@ class _FoldTarget:
     """Where one task fold reads and writes (:func:`_fold_tasks`)."""
 
     spark: SparkSession
-    lake: Any
+    lake: Lake
     lake_dir: str
     msg_path: str
     #: table name -> its path, for ``task_events`` and ``tasks``
