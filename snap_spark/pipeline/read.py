@@ -160,10 +160,11 @@ def iter_line_lists(
     max_line_bytes = MAX_SPARK_BINARY_BYTES
     batch = _LineBatch()
     for first, part, read_error in iter_file_line_lists(path, start, end, first_line):
-        if read_error is None and max(map(len, part), default=0) <= max_line_bytes:  # type: ignore[arg-type]
+        lengths = [] if read_error is not None else list(map(len, part))  # type: ignore[arg-type]
+        if read_error is None and max(lengths, default=0) <= max_line_bytes:
             taken = 0
             while taken < len(part):
-                count, size, full = _slice_of(part, taken, batch_rows - len(batch.raws),
+                count, size, full = _slice_of(lengths, taken, batch_rows - len(batch.raws),
                                               max_batch_bytes - batch.bytes)
                 batch.extend(first + taken, part[taken:taken + count], size)
                 taken += count
@@ -219,13 +220,14 @@ class _LineBatch:
         return out
 
 
-def _slice_of(part: list[bytes | None], at: int, rows: int, bytes_left: int
+def _slice_of(lengths: list[int], at: int, rows: int, bytes_left: int
               ) -> tuple[int, int, bool]:
-    """How many lines of ``part`` from ``at`` a batch with room for ``rows`` lines and
-    ``bytes_left`` bytes takes: ``(count, their bytes, whether the batch is then full)``.
-    A batch is full at its last row, or at the first line that brings it to its bytes."""
-    stop = min(len(part), at + rows)
-    sizes = list(itertools.accumulate(map(len, itertools.islice(part, at, stop))))  # type: ignore[arg-type]
+    """How many lines of a chunk whose lines have ``lengths``, from ``at``, a batch with
+    room for ``rows`` lines and ``bytes_left`` bytes takes: ``(count, their bytes, whether
+    the batch is then full)``. A batch is full at its last row, or at the first line that
+    brings it to its bytes."""
+    stop = min(len(lengths), at + rows)
+    sizes = list(itertools.accumulate(itertools.islice(lengths, at, stop)))
     reached = bisect.bisect_left(sizes, bytes_left)
     if reached < len(sizes):
         return reached + 1, sizes[reached], True
