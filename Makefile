@@ -28,11 +28,11 @@ STREAM_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars $(if $(filter 
 
 setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
 
-# A start-up file in .venv's site-packages: every Python process of .venv imports PySpark
-# from its installed folder, also those Spark starts with its bundled zips first on the
-# path (snap_spark/runtime/spark_path.py: a stream query's first micro-batch 1 s sooner).
+# Earlier versions put a start-up file into .venv's site-packages that made every Python
+# process of .venv import snap_spark; snap-spark's own processes now fix their paths
+# themselves (snap_spark/runtime/spark_path.py), and setup takes the old file away.
 spark-path: $(STAMP)
-	@$(PY) -c 'from snap_spark.runtime.spark_path import install_pth; install_pth()'
+	@$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "snap_spark_paths.pth").unlink(missing_ok=True)'
 
 # The native checking core (snap_spark._native, Rust): built by maturin from native/ into
 # snap_spark/ when its sources change. Without cargo it says so in one line and setup goes

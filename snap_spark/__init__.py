@@ -1,19 +1,12 @@
 """snap-spark: verify SNAP agent-to-agent traffic at scale.
 
 The Spark-free protocol core lives in :mod:`snap_spark.protocol`; everything else builds on it.
+Importing the package changes nothing in the process: no path, setting or handler.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from snap_spark.runtime.spark_path import drop_bundled_zips, drop_python_free_jars
-
-# Before anything imports PySpark: its installed folder rather than Spark's bundled zips,
-# and no Spark JAR on the path (see snap_spark.runtime.spark_path; a no-op outside spark-submit and
-# Spark's Python workers).
-drop_bundled_zips()
-drop_python_free_jars()
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -502,8 +502,13 @@ def prepare(job: Job, argv: Sequence[str] | None = None) -> Context:
                             else resolve_location(FALLBACK_LAKE, Path.cwd()))
     job.check(context)
     from snap_spark.placement import limits
+    from snap_spark.runtime.scope import RuntimeSettingError, check_setting
 
     limits()  # SNAP_SPARK_DRIVER_LIMITS, refused here when malformed
+    try:
+        check_setting()  # SNAP_SPARK_RUNTIME likewise
+    except RuntimeSettingError as exc:
+        raise SettingsError(str(exc)) from None
     return context
 
 

@@ -7,7 +7,11 @@ All logic lives in :mod:`snap_spark.audit`; see ``--help``.
 
 import sys
 
-from snap_spark.audit import main
+from snap_spark.runtime.spark_path import fix_paths
+
+fix_paths()  # PySpark from its installed folder, not spark-submit's zips: before it loads
+
+from snap_spark.audit import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -63,7 +63,7 @@ def auto_verify_threads(spark: SparkSession) -> int:
     Measured on 2 cores, 200k lines: local[1] 13.5 s -> 10.6 s with 2 threads; local[2]
     7.6 s either way (bench/README.md).
     """
-    from snap_spark.runtime.session import local_parallelism
+    from snap_spark.runtime.scope import local_parallelism
 
     task_cpus = int(spark.conf.get("spark.task.cpus", "1") or 1)
     master = str(spark.sparkContext.master)

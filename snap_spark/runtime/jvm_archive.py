@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Final
 
+from snap_spark.runtime.scope import local_master, switched_off
+
 #: JVM options for the driver of a short job (the embedded default, ``make run``,
 #: ``snap-spark submit``): the C1 compiler only, and the parallel collector. Each job plans
 #: new generated code, which C2 compiles again on every run, and G1 runs concurrent threads
@@ -66,8 +68,9 @@ _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def disabled() -> bool:
-    """True when ``SNAP_SPARK_JVM_ARCHIVE`` says ``0``, ``off`` or ``false``."""
-    return os.environ.get(ARCHIVE_ENV, "").strip().lower() in ("0", "off", "false")
+    """True when ``SNAP_SPARK_JVM_ARCHIVE`` says ``0``, ``off``, ``false`` or ``no``, or
+    the whole runtime is off (:data:`snap_spark.runtime.scope.RUNTIME_ENV`)."""
+    return switched_off(ARCHIVE_ENV)
 
 
 def archive_dir() -> Path:
@@ -126,10 +129,15 @@ def archive_path() -> Path | None:
 
 
 def driver_jvm_flags(short_job: bool = True) -> str:
-    """The driver JVM's flags: :data:`DRIVER_JVM_FLAGS` for a driver on a local master
-    (``short_job``: see :func:`short_job_driver`), plus the archive when one exists for
-    this environment and it is not turned off. A cluster's driver gets the archive alone
-    (the JVM's own tiered compiler and G1 collector).
+    """The driver JVM's flags: :data:`DRIVER_JVM_FLAGS` for a short job's driver, plus the
+    archive when one exists for this environment and it is not turned off.
+
+    ``short_job`` is :func:`snap_spark.runtime.scope.local_master` of the driver's master:
+    there the driver JVM shares the machine's cores with the Python workers. A cluster's
+    driver (``yarn``, ``k8s://``, ``spark://``, ...) schedules for as long as its
+    application lives, on a machine of its own: it gets the archive alone and keeps the
+    JVM's tiered compiler and G1 collector. Local streams keep the flags too, by
+    measurement (docs/settings.md, "Driver JVM flags").
 
     Examples:
         >>> getfixture("monkeypatch").setenv(ARCHIVE_ENV, "0")
@@ -143,24 +151,6 @@ def driver_jvm_flags(short_job: bool = True) -> str:
     if path is None or not path.is_file():
         return flags
     return f"{flags} -XX:SharedArchiveFile={path} {QUIET}".strip()
-
-
-def short_job_driver(master: str | None) -> bool:
-    """Whether a driver gets the short-job flags (:data:`DRIVER_JVM_FLAGS`): a local master
-    (``None``: spark-submit's default, ``local[*]``), where the driver JVM shares the
-    machine's cores with the Python workers. A cluster's driver (``yarn``, ``k8s://``,
-    ``spark://``, ...) schedules for as long as its application lives, on a machine of its
-    own: it keeps the JVM's tiered compiler and G1 collector.
-
-    Local streams keep the flags too, by measurement: on 2 cores a stream at 2,000 lines/s
-    with a 1 s trigger had a latency p95 of 1.24 s with them and 1.81 s without, still
-    after three minutes (docs/settings.md, "Driver JVM flags").
-
-    Examples:
-        >>> short_job_driver("local[2]"), short_job_driver(None), short_job_driver("yarn")
-        (True, True, False)
-    """
-    return master is None or master.strip().lower().startswith("local")
 
 
 def build(force: bool = False) -> Path:
@@ -236,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="say whether this environment has its archive")
     args = parser.parse_args(argv)
     if args.command == "flags":
-        print(driver_jvm_flags(short_job_driver(args.master)))
+        print(driver_jvm_flags(local_master(args.master)))
         return 0
     path = archive_path()
     if args.command == "status":

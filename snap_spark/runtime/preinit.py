@@ -49,11 +49,10 @@ if TYPE_CHECKING:
 #: The module Spark runs on the driver to learn a ``transformWithStateInPandas`` state's
 #: schema; the only one the server runs.
 PREINIT_MODULE = "pyspark.sql.streaming.transform_with_state_driver_worker"
-#: What the server imports before it forks: the step's module, what the processor's
+#: What the server imports before it forks: the step's module and what a processor's
 #: ``init`` imports when it first talks to the JVM's state server (protobuf messages,
-#: 50 ms), and the processor's module.
-PRELOADED = (PREINIT_MODULE, "pyspark.sql.streaming.proto.StateMessage_pb2",
-             "snap_spark.stream.replay_state")
+#: 50 ms); :func:`warm_preinit`'s caller adds its processor's module.
+PRELOADED = (PREINIT_MODULE, "pyspark.sql.streaming.proto.StateMessage_pb2")
 #: Environment variable naming the server's socket in the abstract namespace (its name
 #: without the leading NUL byte, which an environment variable cannot hold).
 SOCKET_ENV = "SNAP_SPARK_PREINIT_SOCKET"
@@ -94,8 +93,11 @@ _SERVER: dict[str, Any] = {}
 
 def enabled(sc: SparkContext) -> bool:
     """Whether functions made on ``sc`` may run the schema step warm: a local session,
-    :data:`SWITCH_ENV` not ``0``, and the launcher executable."""
-    return (os.environ.get(SWITCH_ENV, "1") != "0" and str(sc.master).startswith("local")
+    neither :data:`SWITCH_ENV` nor the whole runtime switched off
+    (:func:`snap_spark.runtime.scope.switched_off`), and the launcher executable."""
+    from snap_spark.runtime.scope import local_master, switched_off
+
+    return (not switched_off(SWITCH_ENV) and local_master(str(sc.master))
             and os.access(LAUNCHER, os.X_OK))
 
 
@@ -145,9 +147,10 @@ def _same_user(conn: socket.socket) -> bool:
     return bool(uid == os.getuid())
 
 
-def start_server(python: str) -> bool:
+def start_server(python: str, preload: tuple[str, ...] = ()) -> bool:
     """Start this process's server (once; again if it stopped), with the interpreter
-    ``python`` (the one Spark would start for the step), on :func:`_socket_name`. Returns
+    ``python`` (the one Spark would start for the step), on :func:`_socket_name`, importing
+    :data:`PRELOADED` and the modules ``preload`` names before it forks. Returns
     whether it runs; ``False`` on a system without abstract sockets or when the process
     cannot start (the launcher then runs the step in ``python``). The server ends when
     this process does, and so does its socket."""
@@ -157,7 +160,9 @@ def start_server(python: str) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     process = _SERVER.get("process")
-    if process is not None and process.poll() is None and _SERVER.get("python") == python:
+    modules = tuple(dict.fromkeys((*PRELOADED, *preload)))
+    if process is not None and process.poll() is None and _SERVER.get("python") == python \
+            and set(modules) <= set(_SERVER.get("modules", ())):
         return True
     stop_server()
     read_end, write_end = os.pipe()
@@ -168,7 +173,8 @@ def start_server(python: str) -> bool:
     env["OPENBLAS_NUM_THREADS"] = "1"  # NumPy's import starts no threads in a process that forks
     try:
         process = subprocess.Popen(
-            [python, "-m", "snap_spark.runtime.preinit", "serve", _socket_name(), str(read_end)],
+            [python, "-m", "snap_spark.runtime.preinit", "serve", _socket_name(), str(read_end),
+             *modules],
             pass_fds=(read_end,), env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL)
     except OSError:
@@ -178,7 +184,8 @@ def start_server(python: str) -> bool:
         os.close(read_end)
     if not _SERVER.get("registered"):
         atexit.register(stop_server)
-    _SERVER.update(process=process, write_end=write_end, python=python, registered=True)
+    _SERVER.update(process=process, write_end=write_end, python=python, modules=modules,
+                   registered=True)
     return True
 
 
@@ -224,22 +231,25 @@ def stop_server() -> None:
 
 
 @contextlib.contextmanager
-def warm_preinit(sc: SparkContext) -> Iterator[bool]:
+def warm_preinit(sc: SparkContext, preload: tuple[str, ...] = ()) -> Iterator[bool]:
     """While active, Python functions made on ``sc`` run Spark's driver-side schema step
     in the warm server (yields ``True``), or as Spark runs it (``False``: a session
     :func:`adopt` did not make its own, :data:`SWITCH_ENV` set to ``0`` since, or no
-    server). Giving the launcher to these functions alone would split the session's
-    workers over two daemons again, so a session that is not adopted keeps Spark's step.
+    server). ``preload`` names the modules the server imports before it forks, besides
+    :data:`PRELOADED`: the stateful processor's. Giving the launcher to these functions
+    alone would split the session's workers over two daemons again, so a session that is
+    not adopted keeps Spark's step.
 
     Example::
 
-        with warm_preinit(spark.sparkContext):
+        with warm_preinit(spark.sparkContext, ("my_jobs.processor",)):
             verdicts = df.groupBy("b").transformWithStateInPandas(...)
     """
     if sc.pythonExec != LAUNCHER:
         yield False
         return
-    if enabled(sc) and start_server(sc.environment.get(PYTHON_ENV) or sys.executable):
+    if enabled(sc) and start_server(sc.environment.get(PYTHON_ENV) or sys.executable,
+                                    preload):
         yield True
         return
     # switched off since (or no server): functions made here name no socket, so the
@@ -281,7 +291,9 @@ def client(argv: list[str]) -> int:
             raise OSError("the server refused the step")
     except OSError:
         conn.close()
-        os.execv(real, [real, *argv])
+        # as the launcher runs the step without the server: PySpark from its folder
+        fix = ["-m", "snap_spark.runtime.spark_path"] if argv[:1] == ["-m"] else []
+        os.execv(real, [real, *fix, *argv])
     import signal
 
     def forward(signum: int, _frame: object) -> None:
@@ -302,10 +314,10 @@ def client(argv: list[str]) -> int:
 # The server: ``python -m snap_spark.runtime.preinit serve NAME PARENT_FD``.
 # --------------------------------------------------------------------------------------
 
-def serve(name: str, parent_fd: int) -> None:
-    """Listen on the abstract socket ``name``, import the step's modules, then fork one
-    child per request until ``parent_fd`` (the read end of a pipe the driver holds open)
-    reaches its end."""
+def serve(name: str, parent_fd: int, modules: tuple[str, ...] = PRELOADED) -> None:
+    """Listen on the abstract socket ``name``, import ``modules`` (the step's), then fork
+    one child per request until ``parent_fd`` (the read end of a pipe the driver holds
+    open) reaches its end."""
     import importlib
     import selectors
     import signal
@@ -313,7 +325,7 @@ def serve(name: str, parent_fd: int) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(_address(name))  # taken (another server of this name): exits, no server
     listener.listen(16)  # requests wait in the backlog while the imports run
-    for module in PRELOADED:
+    for module in modules:
         importlib.import_module(module)
 
     wake_read, wake_write = os.pipe()
@@ -485,6 +497,6 @@ def _child(request: dict[str, Any], fds: list[int], closing: list[object]) -> No
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
-        serve(sys.argv[2], int(sys.argv[3]))
+        serve(sys.argv[2], int(sys.argv[3]), tuple(sys.argv[4:]))
     else:
         sys.exit(client(sys.argv[1:]))

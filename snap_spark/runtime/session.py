@@ -10,17 +10,19 @@ module and joins ``spark.jars`` likewise.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from snap_spark.runtime import jvm_archive
+from snap_spark.runtime.scope import local_master, local_parallelism, runtime_on, switched_off
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 #: The Spark settings snap-spark's own sessions start from: package data
@@ -77,8 +79,15 @@ def build_session(
     ``master`` defaults to ``local[*]`` unless spark-submit already set one. Settings come
     from ``conf/spark-defaults.conf`` then ``extra_conf`` (later wins). A driver JVM started
     here gets the class archive ``make setup`` built, with :data:`DRIVER_JVM_FLAGS` on a
-    local master (not a cluster's: :func:`snap_spark.runtime.jvm_archive.short_job_driver`),
-    unless the settings name its Java options.
+    local master (not a cluster's: :func:`snap_spark.runtime.scope.local_master`),
+    unless the settings name its Java options or the runtime is switched off
+    (:data:`snap_spark.runtime.scope.RUNTIME_ENV`).
+
+    A SparkContext that runs already and that this function did not start (a notebook's,
+    a shared cluster's) is not changed: the result is a new session of it, holding these
+    settings where a running context takes them (:func:`_guest_session`); none of the
+    runtime's pieces reaches it. A context this function started is returned again, its
+    run-time settings set from these.
 
     ``delta`` loads Delta Lake (its JARs, session extension and catalog): ``None`` (default)
     when the JARs are at hand, ``True`` always (an error when they are not), ``False``
@@ -162,14 +171,16 @@ def _plan(app_name: str, master: str | None, extra_conf: dict[str, str] | None,
     settings = {k: v for k, v in settings.items() if k not in already}  # spark-submit wins
     settings.update(extra_conf or {})
     settings["spark.sql.session.timeZone"] = "UTC"  # tables and verdicts assume UTC
-    if DRIVER_JAVA_OPTIONS_CONF not in settings and DRIVER_JAVA_OPTIONS_CONF not in already:
-        flags = jvm_archive.driver_jvm_flags(jvm_archive.short_job_driver(
+    on = runtime_on()  # the runtime's speed-ups (snap_spark.runtime.scope)
+    if on and DRIVER_JAVA_OPTIONS_CONF not in settings \
+            and DRIVER_JAVA_OPTIONS_CONF not in already:
+        flags = jvm_archive.driver_jvm_flags(local_master(
             master if master is not None else already.get("spark.master")))
         if flags:
             settings[DRIVER_JAVA_OPTIONS_CONF] = flags  # if it starts now
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
-    local_workers = _local_workers_import_snap_spark(master or already.get("spark.master"))
+    local_workers = on and _local_workers_import_snap_spark(master or already.get("spark.master"))
     if WORKER_DAEMON_CONF not in settings and WORKER_DAEMON_CONF not in already \
             and local_workers:
         settings[WORKER_DAEMON_CONF] = WORKER_DAEMON_MODULE
@@ -191,15 +202,22 @@ class _SessionPlan:
     local_workers: bool
 
     def start(self) -> SparkSession:
-        """Get or create the session (see :func:`build_session`)."""
+        """Get or create the session (see :func:`build_session`): the running one when
+        snap-spark built it, a new session of a context someone else started
+        (:func:`_guest_session`), or a new one."""
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
+        running = SparkContext._active_spark_context
+        if running is not None and running not in _BUILT:
+            return _guest_session(running, self.settings)
         builder = SparkSession.builder.appName(self.app_name)
         for key, value in self.settings.items():
             builder = builder.config(key, value)
         if self.master is not None:
             builder = builder.master(self.master)
         spark = builder.getOrCreate()
+        _BUILT.add(spark.sparkContext)
         if self.local_workers:
             # the launcher of snap_spark.runtime.preinit as the Python Spark starts (a
             # stream's start)
@@ -216,7 +234,7 @@ class _SessionPlan:
         """Whether :func:`deferred_session` may wait (its docstring says when not)."""
         from pyspark import SparkContext
 
-        if os.environ.get(DEFER_ENV, "").strip().lower() in ("0", "off", "false"):
+        if switched_off(DEFER_ENV):
             return False
         if local_parallelism(self.effective_master()) is None:
             return False
@@ -242,25 +260,33 @@ class _SessionPlan:
 DEFER_ENV: Final = "SNAP_SPARK_DEFER_SESSION"
 _UNSET: Final = object()
 
+#: The SparkContexts :meth:`_SessionPlan.start` created in this process: the only ones
+#: whose settings it changes, and the only ones the runtime acts on.
+_BUILT: weakref.WeakSet[SparkContext] = weakref.WeakSet()
 
-def local_parallelism(master: str) -> int | None:
-    """The task slots of a local master (``None`` for any other): what
-    ``sparkContext.defaultParallelism`` gives unless ``spark.default.parallelism`` is set.
 
-    Examples:
-        >>> local_parallelism("local[2]"), local_parallelism("local"), local_parallelism("yarn")
-        (2, 1, None)
-        >>> local_parallelism("local[3, 4]")
-        3
-    """
-    if master == "local":
-        return 1
-    match = re.fullmatch(r"local\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\]", master)
-    if match is None:
-        return None
-    if match.group(1) == "*":
-        return os.cpu_count() or 1
-    return int(match.group(1))
+def built_here(spark: SparkSession) -> bool:
+    """Whether snap-spark's session builder started ``spark``'s SparkContext."""
+    return spark.sparkContext in _BUILT
+
+
+def _guest_session(running: SparkContext, settings: dict[str, str]) -> SparkSession:
+    """A session of its own on a SparkContext snap-spark did not start (a notebook's, a
+    shared cluster's): a new session of it (``newSession``: its own SQL settings, the same
+    context, JARs and extensions), given those of ``settings`` that a running context takes
+    at run time (UTC, the lake's backend, ...). The context and its other sessions are left
+    as they are: no JVM flag, worker daemon or launcher of the runtime reaches them, and
+    settings a running context cannot take (JARs, extensions) stay what they are."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession() or SparkSession(running)
+    session = active.newSession()
+    for key, value in settings.items():
+        try:
+            session.conf.set(key, value)
+        except Exception:
+            continue
+    return session
 
 
 class DeferredSession:
@@ -410,7 +436,7 @@ def _local_workers_import_snap_spark(master: str | None) -> bool:
     import importlib.machinery
     import importlib.util
 
-    if master is not None and not (master == "local" or master.startswith("local[")):
+    if local_parallelism(master) is None:
         return False
     worker_python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     if os.path.abspath(worker_python) != os.path.abspath(sys.executable):

@@ -20,22 +20,25 @@ of each micro-batch of the stream, whose three Python stages run one after anoth
 :func:`drop_python_free_jars` takes such a JAR off ``sys.path``; an entry that holds any
 Python stays.
 
-Both run in a process whose first import is snap-spark. One Python process Spark starts
-imports nothing of ours first: the one that runs a ``transformWithStateInPandas``
-processor's ``init`` on the driver, at the first micro-batch of every stream query
-(``python -m pyspark.sql.streaming.transform_with_state_driver_worker``, a fresh
-interpreter, not forked from the daemon). With the zips first on its path its start took
-2.0-2.2 s here, against 0.9-1.2 s from the installed folder. ``make setup`` therefore puts
-:data:`PTH_FILE` into the environment's ``site-packages`` (:func:`install_pth`): Python
-runs its one line at every interpreter start of that environment, and the line does
-nothing but ``import snap_spark``, which changes ``sys.path`` only where a bundled zip or
-Spark's JAR is on it.
+:func:`fix_paths` runs both, in snap-spark's own processes only, and only while the runtime
+is on (:mod:`snap_spark.runtime.scope`). Nothing does it at ``import snap_spark``; it is
+called, before PySpark is imported, by:
+
+- every spark-submit entry point (``jobs/*.py``), for the job's driver;
+- :mod:`snap_spark.runtime.worker_daemon`, the daemon Spark's Python workers fork from in
+  a local session snap-spark built;
+- ``python -m snap_spark.runtime.spark_path -m MODULE ...``, the way the launcher of
+  :mod:`snap_spark.runtime.preinit` starts the one Python process Spark starts that is
+  neither: the one that runs a ``transformWithStateInPandas`` processor's ``init`` on the
+  driver at the first micro-batch of every stream query (``python -m
+  pyspark.sql.streaming.transform_with_state_driver_worker``, a fresh interpreter), when
+  the warm server cannot serve it. With the zips first on its path its start took 2.0-2.2
+  s here, against 0.9-1.2 s from the installed folder.
 
 :func:`drop_bundled_zips` takes the zips off ``sys.path`` when, and only when, the same
 PySpark and Py4J (byte-equal version files) are installed on another ``sys.path`` entry,
-and nothing has been imported from them yet. ``import snap_spark`` calls it, so a driver
-whose first import is snap-spark (every ``jobs/*.py``) gets it, and the worker daemon module
-:mod:`snap_spark.runtime.worker_daemon` runs both before PySpark's own daemon starts.
+and nothing has been imported from them yet, so a process never runs another PySpark than
+the one Spark's zips hold.
 
 Examples:
     Nothing to do in a process whose ``sys.path`` holds no bundled zip (the tests' own):
@@ -53,14 +56,6 @@ import sys
 from collections.abc import Container
 from pathlib import Path
 from typing import Final
-
-#: The start-up file ``make setup`` puts into ``site-packages`` (see the module docstring).
-PTH_FILE: Final = "snap_spark_paths.pth"
-
-#: Its one line: import snap-spark, silently nothing when that fails (a start-up file's
-#: error would be printed by every interpreter of the environment).
-PTH_LINE: Final = ('import sys; exec("try:\\n import snap_spark\\nexcept Exception:\\n pass")'
-                   "\n")
 
 #: The zips Spark puts on the path: ``(file name pattern, package, version module)``.
 BUNDLED: Final = (
@@ -156,13 +151,41 @@ def _same_version(archive: str, version_file: str, folder: Path | None) -> bool:
         return False
 
 
-def install_pth(site_dir: str | None = None) -> Path:
-    """Write :data:`PTH_FILE` into ``site_dir`` (default: this interpreter's
-    ``site-packages``); its path. Idempotent."""
-    import sysconfig
+def fix_paths() -> list[str]:
+    """Take Spark's bundled zips (:func:`drop_bundled_zips`) and its Python-free JAR
+    (:func:`drop_python_free_jars`) off ``sys.path`` when the runtime is on; the entries
+    removed. Call it before anything imports PySpark.
 
-    target = Path(site_dir or sysconfig.get_paths()["purelib"]) / PTH_FILE
-    if not target.is_file() or target.read_text() != PTH_LINE:
-        target.write_text(PTH_LINE)
-    return target
+    Example::
 
+        from snap_spark.runtime.spark_path import fix_paths
+
+        fix_paths()  # a spark-submit entry point's first step
+        from snap_spark.pipeline.job import main
+    """
+    from snap_spark.runtime.scope import runtime_on
+
+    if not runtime_on():
+        return []
+    return [*drop_bundled_zips(), *drop_python_free_jars()]
+
+
+def run_module(argv: list[str]) -> None:
+    """``python -m snap_spark.runtime.spark_path -m MODULE ARGS...``: :func:`fix_paths`,
+    then run ``MODULE`` as ``__main__`` with ``ARGS`` as ``python -m`` would.
+
+    Raises:
+        SystemExit: ``argv`` does not start with ``-m MODULE`` (status 2).
+    """
+    import runpy
+
+    if len(argv) < 2 or argv[0] != "-m":
+        raise SystemExit(f"usage: python -m {__spec__.name if __spec__ else __name__} "
+                         "-m MODULE [ARGS...]")
+    fix_paths()
+    sys.argv = [argv[1], *argv[2:]]
+    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    run_module(sys.argv[1:])

@@ -18,10 +18,12 @@ that interpreter has no pyspark, so the script fails (exit 127) before the job s
 - ``--conf spark.sql.session.timeZone=UTC`` (tables and verdicts assume UTC),
   ``--conf spark.ui.showConsoleProgress=false``, and the driver's Java options: the
   package's quieter ``conf/log4j2.properties`` (package data) and the class archive ``make
-  setup`` built, with the short-job JVM flags (:data:`snap_spark.runtime.session.DRIVER_JVM_FLAGS`)
-  on a local master, not for a cluster's driver
-  (:func:`snap_spark.runtime.jvm_archive.short_job_driver`), unless ``--driver-java-options`` or
-  ``--conf spark.driver.extraJavaOptions`` is given; as the Makefile passes them;
+  setup`` built, with the short-job JVM flags
+  (:data:`snap_spark.runtime.jvm_archive.DRIVER_JVM_FLAGS`) on a local master, not for a
+  cluster's driver (:func:`snap_spark.runtime.scope.local_master`), unless
+  ``--driver-java-options`` or ``--conf spark.driver.extraJavaOptions`` is given, or the
+  runtime is switched off
+  (``SNAP_SPARK_RUNTIME=off``); as the Makefile passes them;
   ``SPARK_LOCAL_IP=127.0.0.1`` when unset and the master is local (on a cluster the driver
   must stay reachable by executors).
 
@@ -53,7 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snap_spark import jobs
-from snap_spark.runtime.jvm_archive import driver_jvm_flags, short_job_driver
+from snap_spark.runtime.jvm_archive import driver_jvm_flags
+from snap_spark.runtime.scope import local_master, runtime_on
 from snap_spark.runtime.session import DRIVER_JAVA_OPTIONS_CONF
 
 EXIT_FAILED = 1
@@ -148,8 +151,7 @@ class Request:
             >>> split_arguments(["--master", "yarn", "audit"]).is_local()
             False
         """
-        master = self.master()
-        return master is None or master.strip().lower().startswith("local")
+        return local_master(self.master())
 
 
 def split_arguments(argv: Sequence[str]) -> Request:
@@ -391,7 +393,7 @@ def build_plan(
     if (request.last("--driver-java-options") is None
             and DRIVER_JAVA_OPTIONS_CONF not in given):
         logging = [f"-Dlog4j2.configurationFile={LOG4J2_CONF}"] if LOG4J2_CONF.is_file() else []
-        flags = driver_jvm_flags(short_job_driver(request.master()))
+        flags = driver_jvm_flags(local_master(request.master())) if runtime_on() else ""
         argv += ["--driver-java-options", " ".join([*logging, *([flags] if flags else [])])]
     given_jars: list[str] = []
     for option, value in request.spark_options:

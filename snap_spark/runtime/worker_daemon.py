@@ -4,8 +4,8 @@ workers' modules loaded once and kept out of the workers' garbage collections.
 ``build_session`` names this module as ``spark.python.daemon.module`` for a local session
 whose workers run this interpreter. Spark starts it as
 ``python -m snap_spark.runtime.worker_daemon pyspark.worker`` instead of ``-m pyspark.daemon``;
-``import snap_spark`` takes Spark's bundled zips off ``sys.path``
-(:func:`snap_spark.runtime.spark_path.drop_bundled_zips`), then PySpark's own daemon runs unchanged,
+it takes Spark's bundled zips off ``sys.path`` first
+(:func:`snap_spark.runtime.spark_path.fix_paths`), then PySpark's own daemon runs unchanged,
 with the same arguments. Its workers (forked from it) then neither compile PySpark at start
 nor re-read the zips' indexes before every task.
 
@@ -25,7 +25,7 @@ import gc
 import importlib
 import runpy
 
-import snap_spark  # noqa: F401  (takes the bundled zips off sys.path)
+from snap_spark.runtime.spark_path import fix_paths
 
 #: What the workers of snap-spark's jobs import, loaded in the daemon before it forks them.
 WORKER_MODULES = (
@@ -65,5 +65,6 @@ def preload(modules: tuple[str, ...] = WORKER_MODULES) -> list[str]:
 
 
 if __name__ == "__main__":
+    fix_paths()  # before PySpark is imported
     preload()
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)

@@ -555,6 +555,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
     from snap_spark.pipeline.tasks import TasksFollower
     from snap_spark.processes import current_owner
+    from snap_spark.runtime.preinit import warm_preinit
     from snap_spark.stream.progress import BatchProgress, ProgressListener
     from snap_spark.stream.replay_state import (
         configure_state_store,
@@ -585,11 +586,14 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
         ingest_id=plan.run_id, ingest_time_us=int(time.time() * 1_000_000), file_keys={},
         raw_root=lake.data_root(storage.join(plan.lake_dir, "raw_messages"), staging),
         staging=f"{staging}/messages", settings=settings, owner=current_owner())
-    # landing mode: each bucket keeps its candidates in files under the run's staging
-    verdicts = replay_verdicts(replay_input(landed_stream(spark, plan, spec)),
-                               settings.replay_window, plan.lateness,
-                               buckets=state_buckets(plan.checkpoint, partitions),
-                               candidates_dir=f"{staging}/candidates")
+    # landing mode: each bucket keeps its candidates in files under the run's staging.
+    # Spark runs the replay state's init in a new interpreter at the query's start; in a
+    # local session snap-spark built, a warm one does (snap_spark.runtime.preinit)
+    candidates = replay_input(landed_stream(spark, plan, spec))
+    with warm_preinit(candidates.sparkSession.sparkContext, (replay_verdicts.__module__,)):
+        verdicts = replay_verdicts(candidates, settings.replay_window, plan.lateness,
+                                   buckets=state_buckets(plan.checkpoint, partitions),
+                                   candidates_dir=f"{staging}/candidates")
     result = StreamResult()
     progress = BatchProgress()
     # the task tables are caught up on a thread of their own, after each micro-batch's

@@ -132,7 +132,6 @@ from snap_spark.protocol.replay import (
     line_name,
 )
 from snap_spark.protocol.verdict import candidate_code
-from snap_spark.runtime.preinit import warm_preinit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -293,14 +292,14 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
         F.when(F.col("sender").isNull() & F.col("msg_id").isNull(), F.lit(PASSTHROUGH_BUCKET))
         .otherwise(index).cast("int"))
     # Spark runs the processor's ``init`` in a new interpreter on the driver at every
-    # query start; in a local session a warm one does it (snap_spark.runtime.preinit).
-    with warm_preinit(candidates_df.sparkSession.sparkContext):
-        return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
-            statefulProcessor=ReplayStateProcessor(window, candidates_dir),
-            outputStructType=VERDICT_SCHEMA,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
+    # query start; the stream job has a warm one do it in a local session, by calling this
+    # inside snap_spark.runtime.preinit.warm_preinit
+    return bucketed.groupBy(BUCKET_COLUMN).transformWithStateInPandas(
+        statefulProcessor=ReplayStateProcessor(window, candidates_dir),
+        outputStructType=VERDICT_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
 
 
 #: File in a query's checkpoint folder that records its replay state's bucket ids.

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.runtime.session import DEFER_ENV, DeferredSession, _plan, local_parallelism
+from snap_spark.runtime.scope import local_parallelism
+from snap_spark.runtime.session import DEFER_ENV, DeferredSession, _plan
 from snap_spark.samples.messages import SampleConfig, write_sample
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -108,7 +108,10 @@ def run_stream(spark: Any, drops: Drops, checkpoint: Path, window: float, latene
 
     candidates = (spark.readStream.schema(CANDIDATE_SCHEMA).option("maxFilesPerTrigger", 1)
                   .json(str(drops.src)))
-    query = (replay_verdicts(candidates, window, lateness, buckets=buckets).writeStream
+    # as the stream job does: the query's start step in the warm server when it is on
+    with preinit_module.warm_preinit(spark.sparkContext, (replay_verdicts.__module__,)):
+        verdicts = replay_verdicts(candidates, window, lateness, buckets=buckets)
+    query = (verdicts.writeStream
              .foreachBatch(collect)
              .option("checkpointLocation", str(checkpoint))
              .trigger(availableNow=True).start())

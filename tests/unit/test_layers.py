@@ -183,7 +183,6 @@ def test_only_the_jobs_import_the_job_runner() -> None:
     import it define a job (a subclass of its ``Job``) and take only the runner's own
     names from it. Progress lines and usage errors come from :mod:`snap_spark.console`,
     so that a step of the pipeline does not import upward."""
-    root = Path(snap_spark.__file__).parent
     runner_names = {"Context", "Job", "main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE",
                     "EXIT_ALERT", "EXIT_STORAGE"}
     importers: dict[str, set[str]] = {}
@@ -195,39 +194,38 @@ def test_only_the_jobs_import_the_job_runner() -> None:
     wrong = {name: sorted(taken - runner_names) for name, taken in importers.items()
              if taken - runner_names}
     assert wrong == {}
-    not_jobs = []
-    for name in importers:
-        parts = name.split(".")[1:]
-        path = root.joinpath(*parts).with_suffix(".py")
-        if not path.exists():
-            path = root.joinpath(*parts, "__init__.py")
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if not any(isinstance(node, ast.ClassDef)
-                   and any(ast.unparse(base) == "Job" for base in node.bases)
-                   for node in ast.walk(tree)):
-            not_jobs.append(name)
-    assert not_jobs == []
+    assert [name for name in importers if not _defines_a_job(name)] == []
+
+
+def _defines_a_job(module: str) -> bool:
+    """Whether ``module`` (a ``snap_spark`` module's name) defines a subclass of ``Job``."""
+    root = Path(snap_spark.__file__).parent
+    parts = module.split(".")[1:]
+    path = root.joinpath(*parts).with_suffix(".py")
+    if not path.exists():
+        path = root.joinpath(*parts, "__init__.py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.ClassDef)
+               and any(ast.unparse(base) == "Job" for base in node.bases)
+               for node in ast.walk(tree))
 
 
 def test_the_runtime_package_is_imported_by_the_jobs_and_entry_points_only() -> None:
     """:mod:`snap_spark.runtime` (the session builder and the local speed machinery) is
-    imported by the job runner, the job modules, the ``snap-spark`` command and the
-    cluster demo, and by nothing a step of the pipeline, the lake or the protocol is made
-    of. Two imports remain that the runtime's next step removes, named here so that no
-    third one comes in unnoticed: ``import snap_spark`` takes the bundled zips off
-    ``sys.path`` (``spark_path``), and the stream's replay state starts its processor
-    through the warm interpreter (``preinit.warm_preinit``)."""
-    allowed = {"snap_spark.runner", "snap_spark.cli", "snap_spark.pipeline.job",
-               "snap_spark.stream.job", "snap_spark.cluster", "snap_spark.cluster.compare",
-               "snap_spark.cluster.demo"}
-    remaining = {"snap_spark": {"snap_spark.runtime.spark_path"},
-                 "snap_spark.stream.replay_state": {"snap_spark.runtime.preinit"}}
+    imported by the job runner, the modules that define a job, the spark-submit entry
+    points (``snap_spark.jobs.*``), the ``snap-spark`` command and the cluster demo, and
+    by nothing a step of the pipeline, the lake or the protocol is made of; ``import
+    snap_spark`` imports none of it."""
+    entry_points = {"snap_spark.runner", "snap_spark.cli", "snap_spark.cluster",
+                    "snap_spark.cluster.compare", "snap_spark.cluster.demo"}
     edges = _modules_imported(_imports())
     importers = {name: {m for m in targets if m.startswith("snap_spark.runtime")}
                  for name, targets in edges.items()
                  if not name.startswith("snap_spark.runtime")}
     importers = {name: found for name, found in importers.items() if found}
-    assert "snap_spark.runner" in importers
+    assert {"snap_spark.runner", "snap_spark.jobs.verify_messages",
+            "snap_spark.stream.job"} <= set(importers)
     unexpected = {name: sorted(found) for name, found in importers.items()
-                  if name not in allowed and found != remaining.get(name)}
+                  if name not in entry_points and not name.startswith("snap_spark.jobs.")
+                  and not _defines_a_job(name)}
     assert unexpected == {}

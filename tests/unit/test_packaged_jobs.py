@@ -47,12 +47,19 @@ def test_an_unknown_job_is_a_usage_error_naming_the_known_ones() -> None:
 
 @pytest.mark.parametrize("name", jobs.names())
 def test_each_job_calls_a_main_of_the_package_and_exits_with_its_status(name: str) -> None:
-    """Every job file is a thin entry point: it imports one ``main`` from snap_spark and
-    exits with what it returns (under ``if __name__ == "__main__"``)."""
+    """Every job file is a thin entry point: it fixes its process's path before PySpark
+    loads (``snap_spark.runtime.spark_path.fix_paths``), imports one ``main`` from
+    snap_spark and exits with what it returns (under ``if __name__ == "__main__"``)."""
     tree = ast.parse(jobs.job_path(name).read_text(encoding="utf-8"))
     imports = [node for node in tree.body if isinstance(node, ast.ImportFrom)]
-    assert [(i.module or "").split(".")[0] for i in imports] == ["snap_spark"]
-    assert [alias.name for i in imports for alias in i.names] == ["main"]
+    assert [(i.module or "").split(".")[0] for i in imports] == ["snap_spark", "snap_spark"]
+    assert imports[0].module == "snap_spark.runtime.spark_path"
+    assert [alias.name for i in imports for alias in i.names] == ["fix_paths", "main"]
+    calls = [ast.unparse(node) for node in tree.body if isinstance(node, ast.Expr)
+             and isinstance(node.value, ast.Call)]
+    assert calls == ["fix_paths()"]
+    assert tree.body.index(imports[0]) < [ast.unparse(n) for n in tree.body].index(
+        "fix_paths()") < tree.body.index(imports[1])
     guard = tree.body[-1]
     assert isinstance(guard, ast.If) and "sys.exit(main())" in ast.unparse(guard)
     assert jobs.summary(name), "the first docstring line says what it does"

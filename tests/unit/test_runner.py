@@ -32,17 +32,22 @@ def test_bad_settings_exit_2_with_one_line(option: str, value: str, tmp_path: Pa
     assert not (tmp_path / "lake").exists()
 
 
-def test_a_malformed_driver_limit_exits_2_with_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("name,value,message", [
+    ("SNAP_SPARK_DRIVER_LIMITS", "land_bytes=1MB",
+     "SNAP_SPARK_DRIVER_LIMITS: land_bytes='1MB' is not a whole number >= 0 nor spark"),
+    ("SNAP_SPARK_RUNTIME", "disabled",
+     "SNAP_SPARK_RUNTIME='disabled': use off (or 0, false, no) or on (or 1, true, yes)"),
+])
+def test_a_malformed_environment_setting_exits_2_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        name: str, value: str, message: str) -> None:
     given = tmp_path / "in.jsonl"
     given.write_bytes(b"{}\n")
-    monkeypatch.setenv("SNAP_SPARK_DRIVER_LIMITS", "land_bytes=1MB")
+    monkeypatch.setenv(name, value)
     code = main(VerifyMessages(), ["--input", str(given), "--lake", str(tmp_path / "lake")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_USAGE
-    assert err == ["verify_messages: SNAP_SPARK_DRIVER_LIMITS: land_bytes='1MB' is not a "
-                   "whole number >= 0 nor spark"]
+    assert err == [f"verify_messages: {message}"]
     assert not (tmp_path / "lake").exists()
 
 

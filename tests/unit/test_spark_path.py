@@ -3,6 +3,7 @@ worker daemon ``build_session`` chooses (``snap_spark.runtime.session``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import zipfile
 from pathlib import Path
@@ -10,13 +11,7 @@ from pathlib import Path
 import pytest
 
 from snap_spark.runtime.session import _local_workers_import_snap_spark
-from snap_spark.runtime.spark_path import (
-    PTH_FILE,
-    PTH_LINE,
-    drop_bundled_zips,
-    drop_python_free_jars,
-    install_pth,
-)
+from snap_spark.runtime.spark_path import drop_bundled_zips, drop_python_free_jars
 
 
 def _spark_home(root: Path, bundled_version: str, installed_version: str | None) -> list[str]:
@@ -130,51 +125,65 @@ def test_the_installed_spark_s_own_jar_holds_no_python() -> None:
     assert path == []
 
 
-def test_install_pth_writes_its_one_line_once(tmp_path: Path) -> None:
-    target = install_pth(str(tmp_path))
-    assert target == tmp_path / PTH_FILE and target.read_text() == PTH_LINE
-    stamp = target.stat().st_mtime_ns
-    assert install_pth(str(tmp_path)) == target and target.stat().st_mtime_ns == stamp
-
-
-def test_the_start_up_line_is_silent_when_snap_spark_cannot_be_imported(
-        tmp_path: Path) -> None:
-    import subprocess
-
-    broken = tmp_path / "snap_spark"
-    broken.mkdir()
-    (broken / "__init__.py").write_text("raise RuntimeError('broken checkout')\n")
-    done = subprocess.run([sys.executable, "-S", "-c",
-                           f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
-                           f"exec({PTH_LINE!r}); print('started')"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout == "started\n" and done.stderr == ""
-
-
-def test_a_fresh_interpreter_with_spark_s_worker_path_imports_pyspark_from_its_folder(
-        ) -> None:
-    """What Spark gives the process that runs a stream's state processor ``init`` on the
-    driver: its zips and JAR first on ``PYTHONPATH``, ``-m`` a PySpark module. The start-up
-    file ``make setup`` installs makes it import the installed folder (without it, this
-    fails: PySpark comes from ``pyspark.zip``)."""
-    import os
-    import subprocess
-    import sysconfig
-
+def _spark_worker_path() -> tuple[Path, list[str]]:
+    """The installed PySpark's folder, and the entries Spark puts first on the
+    ``PYTHONPATH`` of the Python processes it starts: its two zips and its JAR."""
     import pyspark
 
-    assert (Path(sysconfig.get_paths()["purelib"]) / PTH_FILE).read_text() == PTH_LINE
     home = Path(pyspark.__file__).parent
     entries = [*sorted(str(p) for p in (home / "python" / "lib").glob("*.zip")),
                *(str(p) for p in (home / "jars").glob("spark-core_*.jar"))]
     assert len(entries) == 3
-    code = ("import sys, pyspark, pyspark.sql.streaming.stateful_processor; "
-            "print(pyspark.__file__); print(sorted(p for p in sys.path "
-            "if p.endswith(('.zip', '.jar')) and 'pyspark' in p))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(entries)})
+    return home, entries
+
+
+#: Prints where PySpark came from, and the zips and JARs still on the path.
+_WHERE_FROM = ("import json, sys, pyspark, pyspark.sql.streaming.stateful_processor; "
+               "print(pyspark.__file__); print(json.dumps(sorted(p for p in sys.path "
+               "if p.endswith(('.zip', '.jar')) and 'pyspark' in p)))")
+
+
+@pytest.mark.parametrize("runtime", ["on", "off"])
+def test_the_launcher_s_path_fix_runs_a_module_with_pyspark_from_its_folder(
+        tmp_path: Path, runtime: str) -> None:
+    """How the launcher starts the process that runs a stream's state processor ``init``
+    on the driver (``python -m snap_spark.runtime.spark_path -m MODULE``), with what Spark
+    gives it: its zips and JAR first on ``PYTHONPATH``. With the runtime switched off, the
+    module runs with Spark's path as it was."""
+    import os
+    import subprocess
+
+    home, entries = _spark_worker_path()
+    module = tmp_path / "where_from.py"
+    module.write_text(_WHERE_FROM + "; print(sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*entries, str(tmp_path)]),
+           "SNAP_SPARK_RUNTIME": runtime}
+    done = subprocess.run([sys.executable, "-m", "snap_spark.runtime.spark_path", "-m",
+                           "where_from", "--flag"], capture_output=True, text=True,
+                          timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str(home / "__init__.py"), "[]"]
+    if runtime == "on":
+        assert done.stdout.splitlines() == [str(home / "__init__.py"), "[]", "['--flag']"]
+    else:
+        origin, left, args = done.stdout.splitlines()
+        assert "pyspark.zip" in origin
+        assert json.loads(left) == sorted(entries) and args == "['--flag']"
+
+
+def test_importing_snap_spark_leaves_the_path_as_it_was() -> None:
+    """``import snap_spark`` changes nothing in the process: with Spark's zips and JAR on
+    the path, PySpark still comes from the zip."""
+    import os
+    import subprocess
+
+    _home, entries = _spark_worker_path()
+    done = subprocess.run([sys.executable, "-c", "import snap_spark; " + _WHERE_FROM],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(entries)})
+    assert done.returncode == 0, done.stderr
+    origin, left = done.stdout.splitlines()
+    assert "pyspark.zip" in origin
+    assert json.loads(left) == sorted(entries)
 
 
 def test_the_daemon_is_only_chosen_where_the_workers_can_import_it(
