@@ -316,13 +316,10 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     from snap_spark.nostr.ingest import resume_points
     from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
     from snap_spark.nostr.tap import RelayTap
-    from snap_spark.pipeline.queries import (
-        configure_checkpoint_files,
-        stop_on_signals,
-        stream_settings,
-    )
+    from snap_spark.pipeline.queries import stop_on_signals, stream_settings
     from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.pipeline.tasks import TasksFollower
+    from snap_spark.runtime.streaming import configure_checkpoint_files
 
     settings = stream_settings(plan.settings, spark)
     started = time.monotonic()

@@ -24,12 +24,6 @@ if TYPE_CHECKING:
 
     from snap_spark.settings import VerifySettings
 
-#: Spark setting: the class that writes a query's checkpoint files (offsets, commits, the
-#: state's schema and changelogs), and the one that writes them through Hadoop's
-#: ``FileSystem`` API (Spark's default goes through ``FileContext``).
-CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
-FILE_SYSTEM_CHECKPOINTS = (
-    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
 _TRIGGER = re.compile(r"^(available-now|processing-time=(\d+(?:\.\d+)?)(ms|s|m)?)$")
 
 
@@ -73,24 +67,6 @@ def trigger_seconds(trigger: dict[str, Any]) -> float | None:
     scale = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0}.get(
         unit.strip().rstrip("s"), 1.0)
     return float(number) * scale
-
-
-def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
-    """For a checkpoint on the local file system, have Spark write its files through
-    Hadoop's ``FileSystem`` API (:data:`FILE_SYSTEM_CHECKPOINTS`), unless the session
-    already names a class. Through Spark's default (``FileContext``), each atomic write of
-    a small checkpoint file took about 25 ms here against 2 ms, and a query's start and
-    its first micro-batch write about eight. On the local file system both write a
-    temporary file and rename it after checking that the destination is absent, so
-    neither is more atomic than the other. Other checkpoints keep Spark's choice.
-
-    Example::
-
-        configure_checkpoint_files(spark, "/var/lib/snap/ckpt")
-        assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == FILE_SYSTEM_CHECKPOINTS
-    """
-    if storage.is_local(checkpoint) and spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is None:
-        spark.conf.set(CHECKPOINT_MANAGER_CONF, FILE_SYSTEM_CHECKPOINTS)
 
 
 def query_id(checkpoint: str) -> str:

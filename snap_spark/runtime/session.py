@@ -266,8 +266,10 @@ _BUILT: weakref.WeakSet[SparkContext] = weakref.WeakSet()
 
 
 def built_here(spark: SparkSession) -> bool:
-    """Whether snap-spark's session builder started ``spark``'s SparkContext."""
-    return spark.sparkContext in _BUILT
+    """Whether snap-spark's session builder started ``spark``'s SparkContext (a
+    :class:`DeferredSession` is started by asking)."""
+    real = spark.session() if isinstance(spark, DeferredSession) else spark
+    return real.sparkContext in _BUILT
 
 
 def _guest_session(running: SparkContext, settings: dict[str, str]) -> SparkSession:

@@ -50,7 +50,6 @@ from snap_spark.console import UsageError, log
 from snap_spark.pipeline.commit import JobResult
 from snap_spark.pipeline.queries import (
     StopRequest,
-    configure_checkpoint_files,
     parse_trigger,
     query_id,
     stop_on_signals,
@@ -488,28 +487,6 @@ class StreamVerify(Job):
                 f"{landing}")
 
 
-def same_worker_environment(spark: SparkSession) -> None:
-    """Give the replay state's Python workers the environment Spark gives the landing's,
-    so that one Python worker daemon serves both. Spark keys its daemons by interpreter
-    and environment, and adds ``SPARK_SIMPLIFIED_TRACEBACK`` (when
-    ``spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled``, the default) to the
-    environment of Arrow functions but not to that of ``transformWithStateInPandas``; the
-    state's stage then started a second daemon on a stream's first micro-batch (about
-    0.5 s more for a cold stream of 200 lines). Setting the variable on the session's
-    functions makes both the same.
-
-    Example::
-
-        same_worker_environment(spark)
-        assert spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] == "1"
-    """
-    key = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
-    if str(spark.conf.get(key, "true")).lower() == "true":
-        spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
-    else:
-        spark.sparkContext.environment.pop("SPARK_SIMPLIFIED_TRACEBACK", None)
-
-
 #: How long a stop waits for the micro-batch under way to end before it stops the query in
 #: the middle of it (the batch then runs again at the next start).
 STOP_WAIT_SECONDS = 60.0
@@ -556,6 +533,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     from snap_spark.pipeline.tasks import TasksFollower
     from snap_spark.processes import current_owner
     from snap_spark.runtime.preinit import warm_preinit
+    from snap_spark.runtime.streaming import configure_checkpoint_files, same_worker_environment
     from snap_spark.stream.progress import BatchProgress, ProgressListener
     from snap_spark.stream.replay_state import (
         configure_state_store,

@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.queries import (
+from snap_spark.protocol.checker import check_lines
+from snap_spark.protocol.replay import line_name
+from snap_spark.protocol.validate import ReceiptClock
+from snap_spark.runtime.scope import RUNTIME_ENV
+from snap_spark.runtime.streaming import (
     CHECKPOINT_MANAGER_CONF,
     FILE_SYSTEM_CHECKPOINTS,
     configure_checkpoint_files,
 )
-from snap_spark.protocol.checker import check_lines
-from snap_spark.protocol.replay import line_name
-from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
 from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
@@ -161,3 +162,18 @@ def test_a_local_checkpoint_gets_the_file_system_class_unless_the_session_names_
     spark.conf.set(CHECKPOINT_MANAGER_CONF, "my.own.Manager")
     configure_checkpoint_files(spark, "ckpt")
     assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == "my.own.Manager"
+
+
+def test_the_runtime_switched_off_leaves_the_checkpoint_class_and_the_workers_alone(
+        spark: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    from snap_spark.runtime.streaming import same_worker_environment
+
+    with_conf(spark, request, CHECKPOINT_MANAGER_CONF, None)
+    environment = dict(spark.sparkContext.environment)
+    monkeypatch.setenv(RUNTIME_ENV, "off")
+    configure_checkpoint_files(spark, "/var/ckpt")
+    assert spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is None
+    assert same_worker_environment(spark) is False
+    assert dict(spark.sparkContext.environment) == environment
+    monkeypatch.setenv(RUNTIME_ENV, "on")  # the tests' session is snap-spark's own
+    assert same_worker_environment(spark) is True
