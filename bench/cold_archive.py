@@ -248,7 +248,7 @@ def warm_runs(corpora: dict[int, Path], backends: list[str], runs: int,
     """The same job on the same corpora in one long-lived session: a first run (discarded)
     warms the JVM and the Python workers, then ``runs`` timed runs per size and backend,
     alternated; the fastest kept."""
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
     from snap_spark.runtime.session import build_session
 
     spark = build_session("snap-spark cold-archive bench (warm runs)",

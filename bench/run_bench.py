@@ -64,7 +64,7 @@ def _verify_chunk(items: list[tuple[bytes, bytes, bytes]]) -> tuple[int, float]:
 
 def measure_floor(corpus: Path, cores: int) -> dict[str, Any]:
     """Verifies/s of libsecp256k1 through coincurve with one process per core."""
-    from snap_spark.lines import iter_file_lines
+    from snap_spark.files.lines import iter_file_lines
     from snap_spark.protocol.keys import decode_p2tr
     from snap_spark.protocol.records import parse_line
     from snap_spark.protocol.signing import signature_input
@@ -216,7 +216,7 @@ def measure_ceiling(corpus: Path, cores: int, python_core: bool = False) -> dict
     """The job's own per-line work (read, check, write both tables' files) with one plain
     process per core and no Spark: what the job could reach if Spark cost nothing
     (``python_core``: checked by the Python core instead of the native one)."""
-    from snap_spark.lines import plan_line_ranges
+    from snap_spark.files.lines import plan_line_ranges
 
     ranges = [(r.path, r.start, r.end, r.first_line)
               for r in plan_line_ranges(str(corpus), 4 * 1024 * 1024)]
@@ -247,7 +247,7 @@ def measure_jobs(spark: Any, corpus: Path, runs: int, backends: list[str]
     backends' runs alternate (round after round), so that a slower minute of the machine or
     the JVM's warming falls on both alike. The fastest of ``runs`` per backend is kept."""
     from snap_spark.lake import LAKE_BACKEND_CONF
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
 
     lake = Path(tempfile.mkdtemp(prefix="snap-bench-lake-"))
     counter = iter(range(1_000))
@@ -267,7 +267,7 @@ def measure_jobs(spark: Any, corpus: Path, runs: int, backends: list[str]
         # The warm-up's 200 lines would land on the driver (a small run starts no Spark
         # task): it lands them in Spark tasks, as the timed runs do, so that their workers,
         # imports and the JVM's compiled code are warm.
-        from snap_spark.placement import ENV as LIMITS_ENV
+        from snap_spark.common.placement import ENV as LIMITS_ENV
 
         saved = os.environ.get(LIMITS_ENV)
         os.environ[LIMITS_ENV] = "land_bytes=0"
@@ -304,7 +304,7 @@ def measure_stream(spark: Any, corpus: Path, runs: int = 1, drops: int = 20,
 
     from snap_spark.lake import LAKE_BACKEND_CONF
     from snap_spark.settings import VerifySettings
-    from snap_spark.stream.job import StreamPlan, run_stream
+    from snap_spark.stream.stream_job import StreamPlan, run_stream
 
     spark.conf.set(LAKE_BACKEND_CONF, backend)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
@@ -412,8 +412,8 @@ def measure_latency(spark: Any, corpus: Path, rate: int = 2_000, seconds: int = 
 
     from snap_spark.lake import LAKE_BACKEND_CONF
     from snap_spark.settings import VerifySettings
-    from snap_spark.stream.job import StreamPlan, run_stream
     from snap_spark.stream.progress import percentile
+    from snap_spark.stream.stream_job import StreamPlan, run_stream
 
     spark.conf.set(LAKE_BACKEND_CONF, backend)
     partitions = spark.conf.get("spark.sql.shuffle.partitions")

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from snap_spark.extras import missing_extra, require
+from snap_spark.common.extras import missing_extra, require
 
 EXIT_USAGE = 2
 
@@ -63,7 +63,7 @@ def _read_input(location: str) -> tuple[list[bytes | None], dict[int, str],
     Raises:
         FileNotFoundError, ValueError: a missing path, a file of another kind, no input.
     """
-    from snap_spark.lines import iter_file_lines
+    from snap_spark.files.lines import iter_file_lines
     from snap_spark.pipeline.read import list_input_files
 
     lines: list[bytes | None] = []
@@ -392,7 +392,7 @@ def _add_lake(sub: Any) -> None:
 
 
 def cmd_lake(args: argparse.Namespace) -> int:
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.settings import SettingsError, check_seconds
 
@@ -421,7 +421,7 @@ def _check_lake(lake: str) -> int:
     hold a ``_delta_log``): its version, or why it cannot be read."""
     from pyarrow import fs as pafs
 
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake import DamagedTable, table_uri, table_version
 
     filesystem, root = storage.resolve(lake)
@@ -509,7 +509,7 @@ def _add_publish(sub: Any) -> None:
 
 def _publish_lines(location: str) -> Iterator[tuple[int, bytes | None, str | None]]:
     """``(line number, bytes, read error)`` of FILE or stdin, read as they are needed."""
-    from snap_spark.lines import iter_file_lines
+    from snap_spark.files.lines import iter_file_lines
 
     if location != "-":
         yield from iter_file_lines(location)
@@ -653,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"check": cmd_check, "sample": cmd_sample, "keygen": cmd_keygen, "sign": cmd_sign,
             "lake": cmd_lake, "relay": cmd_relay, "publish": cmd_publish}
-#: Commands that need an optional part of the package (:mod:`snap_spark.extras`).
+#: Commands that need an optional part of the package (:mod:`snap_spark.common.extras`).
 NEEDS_EXTRA = {"relay": "nostr", "publish": "nostr"}
 
 

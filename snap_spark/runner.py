@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snap_spark.console import UsageError
-from snap_spark.extras import MissingExtra, missing_extra
+from snap_spark.common.console import UsageError
+from snap_spark.common.extras import MissingExtra, missing_extra
 from snap_spark.settings import DEFAULT_BATCH_ROWS, SettingsError, VerifySettings
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class FolderWatch:
     """
 
     def __init__(self, location: str) -> None:
-        from snap_spark import storage
+        from snap_spark.files import storage
 
         self.path = storage.local_path(location) if location and storage.is_local(
             location) else None
@@ -300,7 +300,7 @@ def storage_fault(error: BaseException, lake: str,
         ...               "/data/lake") is None
         True
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
 
     codes = error_codes(error)
     path = _named_path(error, lake)
@@ -432,7 +432,7 @@ def resolve_location(location: str, base: Path) -> str:
         >>> resolve_location("../data/lake", Path("/repo/conf"))
         '/repo/data/lake'
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
 
     if not storage.is_local(location):
         return location
@@ -501,7 +501,7 @@ def prepare(job: Job, argv: Sequence[str] | None = None) -> Context:
             context.lake = (resolve_location(str(lake), base) if lake
                             else resolve_location(FALLBACK_LAKE, Path.cwd()))
     job.check(context)
-    from snap_spark.placement import limits
+    from snap_spark.common.placement import limits
     from snap_spark.runtime.scope import RuntimeSettingError, check_setting
 
     limits()  # SNAP_SPARK_DRIVER_LIMITS, refused here when malformed

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from snap_spark import storage
+from snap_spark.files import storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,7 +54,7 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
 
     Each view holds the version its table had when registered: call this again to see
     later commits. A table of at most ``local_rows`` rows (default: the ``read_rows`` of
-    :func:`snap_spark.placement.limits`, 100,000) is read once, on the driver by
+    :func:`snap_spark.common.placement.limits`, 100,000) is read once, on the driver by
     delta-rs, and queried in memory; a larger one stays a lazy read by the session's Delta
     backend (:func:`snap_spark.lake.get_lake`; :func:`snap_spark.lake.read_frame`). On a
     lake of 3,000 messages, ``notebooks/explore_lake.ipynb`` ran its queries in 13 s this

@@ -1,4 +1,4 @@
-"""Setting :mod:`snap_spark.placement`'s limits in a test: on top of the ones in force, so
+"""Setting :mod:`snap_spark.common.placement`'s limits in a test: on top of the ones in force, so
 that a lane run with ``SNAP_SPARK_DRIVER_LIMITS=spark`` keeps every other step in Spark."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from snap_spark.placement import ENV, SPARK_ONLY, DriverLimits
+from snap_spark.common.placement import ENV, SPARK_ONLY, DriverLimits
 
 
 def set_limits(monkeypatch: pytest.MonkeyPatch, **limits: int | str) -> None:
@@ -18,7 +18,7 @@ def set_limits(monkeypatch: pytest.MonkeyPatch, **limits: int | str) -> None:
         >>> patched = getfixture("monkeypatch")
         >>> patched.setenv(ENV, "spark")
         >>> set_limits(patched, land_bytes=10, pass_lines="spark")
-        >>> from snap_spark.placement import limits
+        >>> from snap_spark.common.placement import limits
         >>> limits().land_bytes, limits().fits("read_rows", 0)
         (10, False)
     """

@@ -9,7 +9,7 @@ Before the job (and any ``snap_spark`` module) is imported, ``sys.stderr`` and
 ``sys.stdout`` are wrapped: once the process has written a line containing
 :data:`HOLD_AT_ENV`'s text for the :data:`HOLD_NTH_ENV`-th time (default 1), the thread
 that wrote it flushes, writes ``holding (test hook): <text>`` to stderr and sleeps
-:data:`HOLD_SECONDS`. A job's log lines (:func:`snap_spark.console.log`) are written by the
+:data:`HOLD_SECONDS`. A job's log lines (:func:`snap_spark.common.console.log`) are written by the
 thread doing the work, through ``sys.stderr`` looked up at each call, so the hold happens
 right after the line, before the job's next step; the stream's ``foreachBatch`` and the
 Nostr commits run in the driver's Python process, where the hook is. The job then runs as

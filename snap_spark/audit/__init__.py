@@ -10,6 +10,6 @@ Example (a SparkSession ``spark``)::
     result.alert, result.summary["figures"]["messages"]["rejected"]
 """
 
-from snap_spark.audit.job import DEFAULT_THRESHOLDS, METRICS, AuditResult, audit, main
+from snap_spark.audit.audit_job import DEFAULT_THRESHOLDS, METRICS, AuditResult, audit, main
 
 __all__ = ["DEFAULT_THRESHOLDS", "METRICS", "AuditResult", "audit", "main"]

@@ -298,7 +298,7 @@ def landing_figures(ledger: list[dict[str, Any]]) -> dict[str, Any]:
         >>> figures["vanished_files"][0]["source_file"]
         'b'
     """
-    from snap_spark.pipeline.ingest import LandedPiece, is_vanished_key, replaced_lines
+    from snap_spark.pipeline.ledger import LandedPiece, is_vanished_key, replaced_lines
 
     vanished = [r for r in ledger if is_vanished_key(r["file_key"])]
     landed = [r for r in ledger if not is_vanished_key(r["file_key"])]

@@ -32,7 +32,7 @@ from snap_spark.cluster.common import CHECKOUT, ClusterError
 from snap_spark.cluster.compare import Submitted, committed_by, compare_lakes, submit
 from snap_spark.cluster.shipping import deps_env, package_zip, packed_env
 from snap_spark.cluster.standalone import StandaloneCluster, stop_recorded
-from snap_spark.console import log
+from snap_spark.common.console import log
 
 SHIPPING = ("py-files", "archives")
 

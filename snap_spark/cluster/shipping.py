@@ -51,7 +51,7 @@ def package_zip(dest: Path, package_dir: Path = PACKAGE_DIR) -> Path:
     Examples:
         >>> import tempfile
         >>> path = package_zip(Path(tempfile.mkdtemp()) / "snap_spark.zip")
-        >>> "snap_spark/pipeline/job.py" in zipfile.ZipFile(path).namelist()
+        >>> "snap_spark/pipeline/batch_job.py" in zipfile.ZipFile(path).namelist()
         True
     """
     dest.parent.mkdir(parents=True, exist_ok=True)

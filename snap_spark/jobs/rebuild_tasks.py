@@ -2,7 +2,7 @@
 
     spark-submit jobs/rebuild_tasks.py --lake data/lake
 
-All logic lives in :mod:`snap_spark.pipeline.tasks`; see ``--help``.
+All logic lives in :mod:`snap_spark.pipeline.task_tables`; see ``--help``.
 """
 
 import sys
@@ -11,7 +11,7 @@ from snap_spark.runtime.spark_path import fix_paths
 
 fix_paths()  # PySpark from its installed folder, not spark-submit's zips: before it loads
 
-from snap_spark.pipeline.tasks import main  # noqa: E402
+from snap_spark.pipeline.task_tables import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

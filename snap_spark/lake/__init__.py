@@ -190,7 +190,7 @@ def check_table_location(path: str, schema: StructType, partition_by: Sequence[s
         >>> check_table_location("/nowhere/lake/raw_messages", RAW_MESSAGES)
         False
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake.delta_log import latest_table, table_schema
     from snap_spark.lake.schema import describe_mismatch, nullable_schema, same_columns
 
@@ -340,7 +340,7 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
         >>> read_arrow("/nowhere/lake/messages") is None
         True
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake.delta_log import table_at
 
     table = table_at(storage.delta_table_uri(path), version)
@@ -378,7 +378,7 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     its row count, ``None`` when there is no table.
 
     A table of at most ``local_rows`` rows (default: the ``read_rows`` of
-    :func:`snap_spark.placement.limits`) is read on the driver by delta-rs and handed to
+    :func:`snap_spark.common.placement.limits`) is read on the driver by delta-rs and handed to
     Spark as Arrow (a Spark read of a small table costs more in its jobs than its rows):
     every later query of the DataFrame runs on those rows in memory, with no read of the
     table's log or files (on a lake of 3,000 messages this made the audit twice as fast). A
@@ -389,7 +389,7 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     """
     from pyspark import StorageLevel
 
-    from snap_spark import storage
+    from snap_spark.files import storage
 
     uri = storage.delta_table_uri(path)
     if version is None:
@@ -397,7 +397,7 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     if version < 0:
         return None
     if local_rows is None:
-        from snap_spark.placement import limits
+        from snap_spark.common.placement import limits
 
         local_rows = limits().read_rows
     if rows_at_most(uri, local_rows, version):
@@ -440,7 +440,7 @@ def table_present(path: str) -> bool:
         >>> table_present("/nowhere/lake/messages")
         False
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake.delta_log import latest_table
 
     return latest_table(storage.delta_table_uri(path)) is not None
@@ -453,7 +453,7 @@ def table_file_uris(path: str) -> list[str]:
         >>> table_file_uris("/nowhere/lake/messages")
         []
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake.delta_log import latest_table
 
     table = latest_table(storage.delta_table_uri(path))

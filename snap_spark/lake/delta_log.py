@@ -2,8 +2,9 @@
 
 What the delta-rs backend (:mod:`snap_spark.lake.delta_rs`) and the in-place commits of the
 delta-spark backend need. Every call into ``deltalake`` passes the table's location through
-:func:`snap_spark.storage.delta_table_uri` and :func:`snap_spark.storage.delta_storage_options`,
-so tables on S3-compatible stores open with the same settings the data files are written with.
+:func:`snap_spark.files.storage.delta_table_uri` and
+:func:`snap_spark.files.storage.delta_storage_options`, so tables on S3-compatible stores
+open with the same settings the data files are written with.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.lake.api import DamagedTable, LakeError, LakeSchemaError, VersionConflict
 from snap_spark.lake.common import marker_of, marker_write_id, write_marker
 from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_schema, same_columns

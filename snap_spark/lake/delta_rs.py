@@ -18,7 +18,7 @@ Reads
     partition discovery when every file sits in the ``col=value/`` folder its log entry names
     (files written here do), else each partition's files are read apart and the values added
     as literals. Otherwise (``s3://`` without an ``fs.s3`` implementation, ``gs://``, ...)
-    Python tasks read the files through :mod:`snap_spark.storage` and add the partition
+    Python tasks read the files through :mod:`snap_spark.files.storage` and add the partition
     values from the log (:func:`snap_spark.lake.files.read_data_file`).
 
 Replacing keys
@@ -29,8 +29,8 @@ Replacing keys
     carries the caller's name prefix, none is named by Delta (a run killed mid-commit leaves
     only files its sweep recognises).
 
-Paths are local paths, ``file:`` URIs or object store URIs (see :mod:`snap_spark.storage`);
-delta-rs gets :func:`snap_spark.storage.delta_storage_options` with every call
+Paths are local paths, ``file:`` URIs or object store URIs (see :mod:`snap_spark.files.storage`);
+delta-rs gets :func:`snap_spark.files.storage.delta_storage_options` with every call
 (:mod:`snap_spark.lake.delta_log`), credentials come from the environment.
 """
 
@@ -44,7 +44,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.lake.api import DataCommit, LakeError, RowUpdates
 from snap_spark.lake.common import (
     check_key_columns,
@@ -241,7 +241,7 @@ def _spark_opens(spark: SparkSession, uri: str) -> bool:
 
 def read_data_files(spark: SparkSession, files: Sequence[str], schema: StructType) -> DataFrame:
     """Plain Parquet files (no partition folders) as one DataFrame of ``schema``, read in
-    Python tasks through :mod:`snap_spark.storage`, so any location the job writes to works
+    Python tasks through :mod:`snap_spark.files.storage`, so any location the job writes to works
     (Spark's Hadoop layer may have no filesystem for ``s3://``).
 
     Examples:
@@ -260,7 +260,7 @@ def read_data_files(spark: SparkSession, files: Sequence[str], schema: StructTyp
 
 
 def _read_through_storage(spark: SparkSession, listed: ListedFiles) -> DataFrame:
-    """Read data files in Python tasks through :mod:`snap_spark.storage` (schemes Spark's
+    """Read data files in Python tasks through :mod:`snap_spark.files.storage` (schemes Spark's
     Hadoop layer cannot open); each file's partition values come from the log."""
     schema, partition_columns, files, partitions = listed
     arrow_schema = to_arrow(schema)

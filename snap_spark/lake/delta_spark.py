@@ -199,14 +199,14 @@ class DeltaSparkLake:
             >>> sorted(DeltaSparkLake(spark).distinct_values(spark, path, "file_key"))
             ['k1', 'k2']
         """
+        from snap_spark.common.placement import limits
         from snap_spark.lake.delta_log import rows_at_most
         from snap_spark.lake.delta_rs import DeltaRsLake
-        from snap_spark.placement import limits
 
         # A table of a few rows is read on the driver, as the delta-rs backend reads any:
         # Spark's first read of a table replays its log in a job of its own (two tables
         # took 8-11 s of a 17 s Nostr ingestion on a 3,000-message lake):
-        # snap_spark.placement.DriverLimits distinct_rows
+        # snap_spark.common.placement.DriverLimits distinct_rows
         if rows_at_most(table_uri(path), limits().distinct_rows):
             return DeltaRsLake().distinct_values(spark, path, column)
         if not self.exists(path):

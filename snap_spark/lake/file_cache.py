@@ -47,7 +47,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from snap_spark import storage
+from snap_spark.files import storage
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

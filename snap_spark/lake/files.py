@@ -10,7 +10,7 @@ Partition values are encoded as the Delta protocol says (dates ``YYYY-MM-DD``, i
 decimal, booleans ``true``/``false``; an empty string is a null partition value, as in Delta).
 Folder names use Hive's escaping, which Spark's partition discovery decodes.
 
-Table folders are any location :mod:`snap_spark.storage` opens (local, ``s3://``, ...).
+Table folders are any location :mod:`snap_spark.files.storage` opens (local, ``s3://``, ...).
 :func:`read_data_file` reads one data file back as the table's Arrow batches, for readers that
 do not go through Spark's Hadoop filesystems.
 """
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from snap_spark import storage
+from snap_spark.files import storage
 
 #: Folder name Hive, Spark and delta-rs use for a null partition value.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"

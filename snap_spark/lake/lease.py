@@ -51,10 +51,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from snap_spark import storage
-from snap_spark.extras import EXTRAS
+from snap_spark.common.extras import EXTRAS
+from snap_spark.common.processes import owner_alive, process_start
+from snap_spark.files import storage
 from snap_spark.lake.api import LakeError
-from snap_spark.processes import owner_alive, process_start
 
 #: Folder of the lease files under the lake.
 LEASE_FOLDER = "_snap_lease"
@@ -360,7 +360,7 @@ def _create_exclusive(location: str, data: bytes) -> bool:
 
 def _s3_put_if_absent(rest: str, data: bytes) -> bool:
     """A conditional put on S3 (``If-None-Match: *``), with the endpoint and region the
-    lake's other S3 calls use (:class:`snap_spark.storage.S3Settings`)."""
+    lake's other S3 calls use (:class:`snap_spark.files.storage.S3Settings`)."""
     try:
         import boto3  # type: ignore[import-untyped]
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]

@@ -3,7 +3,7 @@ which Spark pushes down to the Delta files) and a delta-rs scan on the driver (a
 ``pyarrow.compute`` expression, which :func:`snap_spark.lake.read_arrow` pushes down).
 
 A step that runs in the driver process for a small table and in Spark for a large one
-(:mod:`snap_spark.placement`) states its filter once with :func:`col`, and each path renders
+(:mod:`snap_spark.common.placement`) states its filter once with :func:`col`, and each path renders
 it: :meth:`Where.spark` and :meth:`Where.arrow` keep rows by the same rule, SQL's: a row is
 kept when the filter is true, not when it is false or null.
 

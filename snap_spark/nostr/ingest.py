@@ -17,7 +17,7 @@ relays (:func:`snap_spark.nostr.client.fetch_events`), and then:
    subscribers, never stored), alike by :func:`snap_spark.nostr.stored.check_stored_event`
    (expiry, keyring, decryption, binding), any other kind ``malformed``;
 4. **lands the bound messages** of both kinds through the batch job
-   (:func:`snap_spark.pipeline.job.run`): one envelope line per event, ``source =
+   (:func:`snap_spark.pipeline.batch_job.run`): one envelope line per event, ``source =
    nostr:<event id>``, in a content-keyed file under ``<lake>/nostr_inbox/``; their
    ``messages`` verdicts give the events theirs (``valid``, or ``inner_invalid`` with the
    code). An event whose message the lake already holds is not landed again;
@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 import pyarrow as pa
 
-from snap_spark import storage
-from snap_spark.console import log
-from snap_spark.extras import require
+from snap_spark.common.console import log
+from snap_spark.common.extras import require
+from snap_spark.files import storage
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import (
     EPHEMERAL_KIND,
@@ -73,8 +73,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
+    from snap_spark.files.lines import LineRange
     from snap_spark.lake import HeldLease, Lake
-    from snap_spark.lines import LineRange
     from snap_spark.settings import VerifySettings
 
 #: How a stored message's receipt time is taken (docs/verdicts.md "Stored messages"):
@@ -401,11 +401,11 @@ def resolve_cards(history: Sequence[Mapping[str, Any]]
 
 def _on_driver(path: str) -> bool | None:
     """How to look up rows of the table at ``path``: on the driver (``True``, a small
-    table, :class:`~snap_spark.placement.DriverLimits` ``lookup_rows``: read by delta-rs
+    table, :class:`~snap_spark.common.placement.DriverLimits` ``lookup_rows``: read by delta-rs
     and matched in memory, in milliseconds, where a Spark join costs about a second), in
     Spark (``False``), or not at all (``None``: there is no table)."""
+    from snap_spark.common.placement import limits
     from snap_spark.lake import rows_at_most, table_present, table_uri
-    from snap_spark.placement import limits
 
     if rows_at_most(table_uri(path), limits().lookup_rows):
         return True
@@ -494,7 +494,7 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
     """Replace the rows of ``rows``' keys in ``table`` by ``rows``, in one commit; logs
     ``<table>: ...`` once it is done (or found nothing to do)."""
     from snap_spark.lake import commit_rows, to_arrow
-    from snap_spark.pipeline.ingest import batch_app_id
+    from snap_spark.pipeline.ledger import batch_app_id
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TABLES
 
@@ -539,9 +539,9 @@ def land_stored(spark: SparkSession, lake_dir: str, bound: Sequence[tuple[Folded
                 ) -> dict[str, dict[str, Any]]:
     """Land bound stored messages (``(event, receipt time, inner text)``) through the batch
     job, unless ``messages`` holds them already; the ``messages`` row of each by event id.
-    ``catch_up_tasks`` is the batch job's (:func:`snap_spark.pipeline.job.run`)."""
+    ``catch_up_tasks`` is the batch job's (:func:`snap_spark.pipeline.batch_job.run`)."""
     from snap_spark.lake import get_lake
-    from snap_spark.pipeline.job import reverify, run
+    from snap_spark.pipeline.batch_job import reverify, run
 
     lake = get_lake(spark)
     sources = {f"nostr:{entry.key}": entry.key for entry, _, _ in bound}
@@ -725,12 +725,12 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from snap_spark.console import UsageError
+    from snap_spark.common.console import UsageError
+    from snap_spark.common.placement import limits
     from snap_spark.nostr.wellknown import read_well_known
-    from snap_spark.pipeline.job import decided_settings, listed_inputs
+    from snap_spark.pipeline.batch_job import decided_settings, listed_inputs
     from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
     from snap_spark.pipeline.runs import clean_leftovers
-    from snap_spark.placement import limits
 
     if stored_clock not in STORED_CLOCKS:
         raise UsageError(f"--stored-clock must be one of {', '.join(STORED_CLOCKS)}")
@@ -774,11 +774,11 @@ def land_copies(spark: SparkSession, lake_dir: str, rows: Sequence[Mapping[str, 
     """Steps 2 to 5 of the module docstring over checked copies (:data:`CHECKED` rows, from
     archive lines or relay deliveries): fold, decide, land the stored messages, settle the
     cards and commit the three Nostr tables. ``settings`` must be decided already
-    (:func:`snap_spark.pipeline.job.decided_settings`); ``ingest_id`` names the commits (a
+    (:func:`snap_spark.pipeline.batch_job.decided_settings`); ``ingest_id`` names the commits (a
     live stream gives one per micro-batch, so a replayed micro-batch writes nothing new);
     ``well_known_rows`` are :func:`snap_spark.nostr.wellknown.read_well_known` rows;
     ``catch_up_tasks`` ``False`` leaves the task tables to the caller's
-    :class:`snap_spark.pipeline.tasks.TasksFollower` (the live stream's).
+    :class:`snap_spark.pipeline.task_tables.TasksFollower` (the live stream's).
 
     Folding, deciding and the replacing commits are idempotent: the same copies landed
     again change nothing.
@@ -993,8 +993,8 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
            timeout: float, overlap: int, result: IngestResult, checked: Any
            ) -> list[dict[str, Any]]:
     """Fetch from every relay (resuming), report each, verify the deliveries."""
+    from snap_spark.common.placement import limits
     from snap_spark.nostr.client import fetch_events
-    from snap_spark.placement import limits
 
     now = time.time()
     points: int | dict[str, int] | None = since
@@ -1030,7 +1030,7 @@ def _fetch(spark: SparkSession, lake_dir: str, relays: Sequence[str], since: int
 
 
 def _job() -> Any:
-    from snap_spark.console import UsageError
+    from snap_spark.common.console import UsageError
     from snap_spark.runner import Job
 
     class IngestNostr(Job):

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
-from snap_spark import storage
-from snap_spark.console import UsageError, log
+from snap_spark.common.console import UsageError, log
+from snap_spark.files import storage
 from snap_spark.runner import Context, Job
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from snap_spark.nostr.stored import Keyring
     from snap_spark.nostr.tap import RelayTap
-    from snap_spark.pipeline.tasks import TasksFollower
+    from snap_spark.pipeline.task_tables import TasksFollower
     from snap_spark.settings import VerifySettings
 
 #: The short name the spool source is registered under.
@@ -184,7 +184,7 @@ def warm_up(spark: SparkSession) -> float:
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    import snap_spark.pipeline.job  # noqa: F401 - the batch job every micro-batch runs
+    import snap_spark.pipeline.batch_job  # noqa: F401 - the batch job every micro-batch runs
     from snap_spark.nostr.ingest import CHECKED
 
     started = time.monotonic()
@@ -318,7 +318,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     from snap_spark.nostr.tap import RelayTap
     from snap_spark.pipeline.queries import stop_on_signals, stream_settings
     from snap_spark.pipeline.runs import clean_leftovers
-    from snap_spark.pipeline.tasks import TasksFollower
+    from snap_spark.pipeline.task_tables import TasksFollower
     from snap_spark.runtime.streaming import configure_checkpoint_files
 
     settings = stream_settings(plan.settings, spark)
@@ -457,7 +457,7 @@ class StreamNostr(Job):
                             help="also append one JSON line per micro-batch to FILE")
 
     def check(self, context: Context) -> None:
-        from snap_spark.extras import require
+        from snap_spark.common.extras import require
         from snap_spark.pipeline.queries import parse_trigger
 
         args = context.args

@@ -87,7 +87,7 @@ class _Complaints:
         self.counts: dict[str, int] = {}
 
     def note(self, kind: str, text: str) -> None:
-        from snap_spark.console import log
+        from snap_spark.common.console import log
 
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.totals[kind] = self.totals.get(kind, 0) + 1
@@ -95,7 +95,7 @@ class _Complaints:
             log(f"tap: relay {self.url}: {text} (repeats are counted, not logged)")
 
     def summary(self) -> None:
-        from snap_spark.console import log
+        from snap_spark.common.console import log
 
         repeats = {kind: n - 1 for kind, n in self.counts.items() if n > 1}
         if repeats:

@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.protocol.cards import verify_signed_card
 
 #: Largest document read (a card is at most 64 KiB; the signature and key add little).

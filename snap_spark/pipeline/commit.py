@@ -1,9 +1,9 @@
 """The commit path of a landing pass: what a pass landed, and how it reaches the lake.
 
 Every job that lands lines goes through :func:`commit_pass`: the batch job
-(:func:`snap_spark.pipeline.job.run`), the stream's micro-batches
-(:mod:`snap_spark.stream.job`), Nostr's stored messages (through the batch job), completing
-files from ``raw_messages`` and ``--reprocess`` (:func:`snap_spark.pipeline.job.reverify`).
+(:func:`snap_spark.pipeline.batch_job.run`), the stream's micro-batches
+(:mod:`snap_spark.stream.stream_job`), Nostr's stored messages (through the batch job), completing
+files from ``raw_messages`` and ``--reprocess`` (:func:`snap_spark.pipeline.batch_job.reverify`).
 A pass is landed first (:func:`fold_pass` gathers what its tasks reported into a
 :class:`LandedPass`); then :func:`commit_pass`, with a :class:`CommitPlan` saying what to
 commit and under which app transactions:
@@ -34,8 +34,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from snap_spark import storage
-from snap_spark.console import log
+from snap_spark.common.console import log
+from snap_spark.files import storage
 from snap_spark.protocol.verdict import DUPLICATE
 from snap_spark.settings import VerifySettings
 
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from snap_spark.files.lines import LineRange
     from snap_spark.lake import Lake
-    from snap_spark.lines import LineRange
-    from snap_spark.pipeline.ingest import LandedPiece, PartialLine
     from snap_spark.pipeline.land import LandSpec
+    from snap_spark.pipeline.ledger import LandedPiece, PartialLine
 
 #: The tables a landing run writes.
 LANDED_TABLES = ("raw_messages", "messages", "ingested_files")
@@ -280,7 +280,7 @@ def fold_pass(landed_df: DataFrame, window: float, candidates_dir: str | None = 
 def land_on_driver(spec: LandSpec, ranges: Sequence[LineRange], window: float,
                    candidates_dir: str | None = None) -> LandedPass:
     """The landing pass of :func:`fold_pass`, run in the driver process for a small input
-    (:class:`~snap_spark.placement.DriverLimits` ``land_bytes``): each range landed in
+    (:class:`~snap_spark.common.placement.DriverLimits` ``land_bytes``): each range landed in
     order by the function the Spark tasks run
     (:func:`~snap_spark.pipeline.land.land_part`, with the same range indices), then one
     replay fold over every key (:func:`~snap_spark.pipeline.land.fold_landed`; the Spark
@@ -337,7 +337,7 @@ class CommitPlan:
     #: pass's candidates (the stream's rows its state could not decide exactly)
     also_keys: DataFrame | pa.Table | None = None
     #: rows of unfinished last lines that this pass lands again completed
-    #: (:attr:`snap_spark.pipeline.ingest.FilePlan.replaces`): removed from
+    #: (:attr:`snap_spark.pipeline.ledger.FilePlan.replaces`): removed from
     #: ``raw_messages`` after its own rows are committed there, and from ``messages``
     #: before its replays are decided (:func:`remove_replaced`)
     replaced: Sequence[PartialLine] = ()
@@ -355,7 +355,7 @@ class CommitPlan:
     #: when the pass started (its progress lines give the seconds since)
     started: float = field(default_factory=time.monotonic)
     #: catch the task tables up after the ``messages`` commit
-    #: (:func:`~snap_spark.pipeline.tasks.catch_up_tasks`); the stream does it on a thread
+    #: (:func:`~snap_spark.pipeline.task_tables.catch_up_tasks`); the stream does it on a thread
     #: of its own instead
     catch_up_tasks: bool = True
 
@@ -380,7 +380,7 @@ def commit_pass(spark: SparkSession, lake: Lake, landed: LandedPass, plan: Commi
 
     Examples:
         A whole pass, landed by :func:`fold_pass` and committed here, is what
-        :func:`snap_spark.pipeline.job.run` runs (its example lands a file). A pass that
+        :func:`snap_spark.pipeline.batch_job.run` runs (its example lands a file). A pass that
         met bare lines while no receipt clock was set is refused, and nothing is written:
 
         >>> from snap_spark.lake import get_lake
@@ -485,7 +485,7 @@ def _after_messages(spark: SparkSession, lake: Lake, plan: CommitPlan, result: J
     tasks the pass's lines and the rows re-decided report on, and any a writer before
     left; ``refresh``: the pass had lines to check, and the caller does not catch up on its
     own, as the stream does), then last the ``ingested_files`` rows."""
-    from snap_spark.pipeline.tasks import catch_up_tasks
+    from snap_spark.pipeline.task_tables import catch_up_tasks
 
     if refresh and plan.catch_up_tasks:
         result.tasks_refreshed = catch_up_tasks(spark, plan.lake_dir).tasks
@@ -504,8 +504,8 @@ def _replace_messages(spark: SparkSession, lake: Lake, landed: LandedPass, plan:
     one commit, refused if another writer committed since the pass read the lake; every
     task is folded again. Returns the tasks folded."""
     from snap_spark.lake import CommitContention, commit_data_files, commit_lease
-    from snap_spark.pipeline.ingest import batch_app_id
-    from snap_spark.pipeline.tasks import rebuild_tasks
+    from snap_spark.pipeline.ledger import batch_app_id
+    from snap_spark.pipeline.task_tables import rebuild_tasks
     from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
 
     msg_path = storage.join(plan.lake_dir, "messages")
@@ -801,8 +801,8 @@ def _small(landed: LandedPass) -> bool:
     there, and decides its replay candidates against the lake there (the lake's
     candidates read by delta-rs, with no Spark job). A Spark stage costs more than that
     work for a pass of a few thousand lines; a stream's micro-batch is usually that
-    small (:class:`~snap_spark.placement.DriverLimits` ``pass_lines``)."""
-    from snap_spark.placement import limits
+    small (:class:`~snap_spark.common.placement.DriverLimits` ``pass_lines``)."""
+    from snap_spark.common.placement import limits
 
     return limits().fits("pass_lines", sum(landed.lines.values()))
 
@@ -878,7 +878,7 @@ def replaced_app_id(lines: Collection[PartialLine]) -> str:
     is the hash of bytes the ledger holds, which land as ``same`` from then on).
 
     Examples:
-        >>> from snap_spark.pipeline.ingest import PartialLine
+        >>> from snap_spark.pipeline.ledger import PartialLine
         >>> a, b = PartialLine("f", "k1", 3, 10, 14), PartialLine("g", "k2", 1, 0, 5)
         >>> replaced_app_id([a, b]) == replaced_app_id([b, a]) != replaced_app_id([a])
         True

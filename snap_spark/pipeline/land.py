@@ -1,6 +1,6 @@
 """Check input lines and write their table files in the same pass (the batch job's engine).
 
-Each Spark task owns one file range (:class:`~snap_spark.lines.LineRange`, cut at line
+Each Spark task owns one file range (:class:`~snap_spark.files.lines.LineRange`, cut at line
 boundaries with exact line numbers; :func:`land_ranges`). It reads the range in batches,
 runs every stateless check (:mod:`snap_spark.udfs.verify`, which calls
 :mod:`snap_spark.protocol`), and
@@ -46,9 +46,11 @@ import pyarrow.compute as pc
 from pyarrow import fs as pafs
 from pyspark.sql.types import StructType
 
-from snap_spark import storage
+from snap_spark.common.processes import owner_alive
+from snap_spark.common.pyarrow_compat import sort_nulls_first
+from snap_spark.files import storage
+from snap_spark.files.lines import LineRange
 from snap_spark.lake import DataFile, PartitionedFileWriter
-from snap_spark.lines import LineRange
 from snap_spark.pipeline.checked import (
     CheckedLines,
     RowMeta,
@@ -61,10 +63,8 @@ from snap_spark.pipeline.checked import (
 )
 from snap_spark.pipeline.read import iter_line_lists
 from snap_spark.pipeline.runs import file_prefix
-from snap_spark.processes import owner_alive
 from snap_spark.protocol.replay import line_name, replayed_rows
 from snap_spark.protocol.verdict import DUPLICATE
-from snap_spark.pyarrow_compat import sort_nulls_first
 from snap_spark.settings import VerifySettings
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from snap_spark import storage
-from snap_spark.console import UsageError
+from snap_spark.common.console import UsageError
+from snap_spark.files import storage
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -86,13 +86,13 @@ def query_id(checkpoint: str) -> str:
 
 def stream_settings(settings: VerifySettings | None, spark: SparkSession) -> VerifySettings:
     """A stream's verification settings, validated and decided as the batch job's
-    (:func:`snap_spark.pipeline.job.decided_settings`).
+    (:func:`snap_spark.pipeline.batch_job.decided_settings`).
 
     Raises:
         UsageError: ``--bare-clock now``: a micro-batch run again after a restart would see
             another "now", and so other receipt times.
     """
-    from snap_spark.pipeline.job import decided_settings
+    from snap_spark.pipeline.batch_job import decided_settings
 
     decided = decided_settings(settings, spark)
     if decided.bare_clock == "now":

@@ -5,7 +5,7 @@ trimmed or dropped here (docs/architecture.md, *Input lines* and *Conservation*)
 listed (:func:`list_input_files`) and cut into line ranges (:func:`plan_ranges`); a range
 is read as Arrow batches of ``(source_file, line_no, raw, byte_len, read_error)`` by
 :func:`iter_line_lists` / :func:`iter_line_batches`, on top of the Spark-free splitter in
-:mod:`snap_spark.lines`. The batch job's landing tasks (:mod:`snap_spark.pipeline.land`)
+:mod:`snap_spark.files.lines`. The batch job's landing tasks (:mod:`snap_spark.pipeline.land`)
 and the notebook API (:func:`read_lines`, :mod:`snap_spark.pipeline.transforms`) both run
 on these ranges through :func:`over_ranges`.
 
@@ -46,8 +46,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from snap_spark import storage
-from snap_spark.lines import (
+from snap_spark.files import storage
+from snap_spark.files.lines import (
     INPUT_SUFFIXES,
     LineRange,
     is_input_file_name,
@@ -345,7 +345,7 @@ def _piece_ranges(path: str, split_bytes: int, piece: tuple[int, int | None, int
 
 class RangesAhead:
     """The line ranges of files the batch job expects to land, planned on a thread while
-    the driver hashes the same files (:func:`snap_spark.pipeline.ingest.plan_files`).
+    the driver hashes the same files (:func:`snap_spark.pipeline.ledger.plan_files`).
 
     Both read every byte of each file; hashing holds no GIL, so the two reads overlap
     instead of following each other. Each file is planned whole, at the split size of

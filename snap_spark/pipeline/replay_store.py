@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from snap_spark.common.pyarrow_compat import sort_nulls_first
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.replay import (
     ReplayCandidate,
@@ -55,7 +56,6 @@ from snap_spark.protocol.verdict import (
     took_part_in_replay,
     verdict_name,
 )
-from snap_spark.pyarrow_compat import sort_nulls_first
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -202,7 +202,7 @@ def code_changes(changes: Iterable[Mapping[str, Any]]) -> dict[int | None, int]:
 
 #: The order the joint fold (:func:`fold_with_lake`) takes a key's rows in: ascending,
 #: nulls first, as Spark's ``sortWithinPartitions`` sorts and
-#: :func:`~snap_spark.pyarrow_compat.sort_nulls_first` on the driver.
+#: :func:`~snap_spark.common.pyarrow_compat.sort_nulls_first` on the driver.
 FOLD_ORDER = ("sender", "msg_id", "received_at", "source_file", "line_no")
 
 

@@ -8,7 +8,7 @@ Parquet reader of the folder would count them, and they take space forever.
 So every run first writes a marker ``<lake>/_snap_runs/<ingest id>.json`` (host, process id
 and its start time), names every data file it writes ``part-<run tag>-...`` and deletes the
 marker when it ends, committed or failed. The task tables' catch-up after a landing
-(:func:`snap_spark.pipeline.tasks.catch_up_tasks`), a task rebuild and each Nostr commit
+(:func:`snap_spark.pipeline.task_tables.catch_up_tasks`), a task rebuild and each Nostr commit
 are runs of their own, with their own marker and tag. :func:`clean_leftovers` (run at the
 start and end of every landing run, and by ``snap-spark lake clean``) looks at the markers
 of runs that are over (their process is gone on this host, or the marker is older than
@@ -35,8 +35,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from snap_spark import storage
-from snap_spark.processes import process_alive, process_start
+from snap_spark.common.processes import process_alive, process_start
+from snap_spark.files import storage
 
 #: Folder of run markers and of staging files, under the lake.
 RUNS_FOLDER = "_snap_runs"

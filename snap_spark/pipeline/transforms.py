@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from snap_spark.lines import LineRange
+from snap_spark.files.lines import LineRange
 from snap_spark.pipeline.checked import (
     RowMeta,
     apply_duplicates,

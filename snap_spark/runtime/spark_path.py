@@ -161,7 +161,7 @@ def fix_paths() -> list[str]:
         from snap_spark.runtime.spark_path import fix_paths
 
         fix_paths()  # a spark-submit entry point's first step
-        from snap_spark.pipeline.job import main
+        from snap_spark.pipeline.batch_job import main
     """
     from snap_spark.runtime.scope import runtime_on
 

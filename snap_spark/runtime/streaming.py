@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.runtime.scope import runtime_on
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The stream job (``jobs/stream_verify.py``) and its pieces.
 
-- :mod:`snap_spark.stream.job`: the query (a landing folder or Kafka → the lake's tables),
+- :mod:`snap_spark.stream.stream_job`: the query (a landing folder or Kafka → the lake's tables),
   its ``foreachBatch`` commit, and the CLI;
 - :mod:`snap_spark.stream.replay_state`: the replay window (check 6) in streaming state;
 - :mod:`snap_spark.stream.landing`: landing-folder files that grow, change or vanish after

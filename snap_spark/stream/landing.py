@@ -5,7 +5,7 @@ What happens to a file after that is this module's:
 
 - **grown**: the file starts with the bytes the stream landed and has more. The new lines
   land as a continuation (line numbers go on, the ledger row names the piece it continues),
-  exactly as the batch job lands a grown file (:mod:`snap_spark.pipeline.ingest`): when
+  exactly as the batch job lands a grown file (:mod:`snap_spark.pipeline.ledger`): when
   the stream had landed a last line its writer had not finished, that line lands again
   completed and its earlier row is removed.
 - **changed**: the landed bytes were rewritten (or the file got shorter). The file lands
@@ -41,9 +41,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from snap_spark import storage
-from snap_spark.console import log
-from snap_spark.pipeline.ingest import is_vanished_key, vanished_key
+from snap_spark.common.console import log
+from snap_spark.files import storage
+from snap_spark.pipeline.ledger import is_vanished_key, vanished_key
 
 __all__ = ["LandingChanges", "LandingWatch", "is_vanished_key", "spark_listed_files",
            "vanished_files", "vanished_key"]
@@ -104,7 +104,7 @@ def still_writing(path: str, now: float | None = None, settle: float = SETTLE_SE
 
 class LandingWatch:
     """Finds landing-folder files that grew or changed since the stream landed them, and
-    lands them (:func:`snap_spark.pipeline.job.run`). Each file's size and modification
+    lands them (:func:`snap_spark.pipeline.batch_job.run`). Each file's size and modification
     time are remembered once looked at, so an unchanged file is hashed once per process."""
 
     def __init__(self, landing: str, lake_dir: str, settings: VerifySettings) -> None:
@@ -114,7 +114,7 @@ class LandingWatch:
     def suspects(self, ledger: list[dict[str, Any]]) -> list[str]:
         """Files of the landing folder the ledger rows ``ledger`` hold whose size differs
         from what was landed of them, or that were modified after they were landed."""
-        from snap_spark.lines import list_input_files
+        from snap_spark.files.lines import list_input_files
 
         latest: dict[str, dict[str, Any]] = {}
         for row in ledger:
@@ -150,8 +150,8 @@ class LandingWatch:
     def land(self, spark: SparkSession) -> LandingChanges:
         """Land what grew or changed (nothing when nothing did)."""
         from snap_spark.lake import table_rows
-        from snap_spark.pipeline.ingest import LandedPiece, last_line_start, plan_files
-        from snap_spark.pipeline.job import run
+        from snap_spark.pipeline.batch_job import run
+        from snap_spark.pipeline.ledger import LandedPiece, last_line_start, plan_files
 
         changes = LandingChanges()
         rows = table_rows(storage.join(self.lake_dir, "ingested_files"))

@@ -122,7 +122,7 @@ from pyspark.sql.streaming.stateful_processor import (
     ValueState,
 )
 
-from snap_spark.memory import gc_paused
+from snap_spark.common.memory import gc_paused
 from snap_spark.protocol.replay import (
     EMPTY_STATE,
     ReplayCandidate,
@@ -332,7 +332,7 @@ def state_buckets(checkpoint: str, partitions: int) -> list[int]:
     """
     import json
 
-    from snap_spark import storage
+    from snap_spark.files import storage
 
     location = storage.join(checkpoint, LAYOUT_FILE)
     if storage.exists(location):

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from snap_spark.memory import gc_paused
+from snap_spark.common.memory import gc_paused
 from snap_spark.protocol.errors import ErrorCode
 from snap_spark.protocol.records import parse_line
 from snap_spark.protocol.tasks import task_fields

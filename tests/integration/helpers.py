@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 
 
 def run_dying_before_messages_commit(spark: Any, inputs: list[str], lake: Path,

@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 from snap_spark.samples.messages import SampleConfig, generate
 from tests.jobs import files_under
 from tests.lake.helpers import delta_rows, delta_spark_lake, table_facts, use_backend

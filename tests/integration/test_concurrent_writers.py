@@ -23,9 +23,9 @@ import pytest
 
 from snap_spark import lake as lake_api
 from snap_spark.pipeline import commit as commit_path
+from snap_spark.pipeline.batch_job import run
 from snap_spark.pipeline.commit import JobResult, format_summary
-from snap_spark.pipeline.job import run
-from snap_spark.pipeline.tasks import rebuild_tasks
+from snap_spark.pipeline.task_tables import rebuild_tasks
 from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from tests.integration.test_replay_store import WIDE, _copy, _reference, _verdicts, archive
 from tests.integration.test_task_refresh import check_expectation, table_content

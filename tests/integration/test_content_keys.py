@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate, write_sample
@@ -100,8 +100,8 @@ def test_lines_appended_while_the_job_runs_land_once(
     it (its ``stage 1/4`` line; the run's own ``log`` wrapped here to append there), before
     its Spark tasks land it (more bytes than the driver lands itself): the run lands the
     3,000 lines it hashed, the next run the 1,000 appended, each line once."""
-    from snap_spark.console import log as real_log
-    from snap_spark.placement import DriverLimits
+    from snap_spark.common.console import log as real_log
+    from snap_spark.common.placement import DriverLimits
 
     path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=6, messages=3000, seed=4), str(path), tasks_path=None)
@@ -116,10 +116,10 @@ def test_lines_appended_while_the_job_runs_land_once(
                 handle.write(extra)
             appended.append(message)
 
-    monkeypatch.setattr("snap_spark.pipeline.job.log", log)
+    monkeypatch.setattr("snap_spark.pipeline.batch_job.log", log)
     assert run(spark, [str(path)], str(lake)).lines_read == 3000
     assert appended
-    monkeypatch.setattr("snap_spark.pipeline.job.log", real_log)
+    monkeypatch.setattr("snap_spark.pipeline.batch_job.log", real_log)
     assert run(spark, [str(path)], str(lake)).lines_read == 1000
     assert_each_line_once(lake, {"live.jsonl": 4_000})
 

@@ -2,7 +2,7 @@
 every table folder holding exactly the files its Delta log names, and every line once.
 
 A large input, landed in Spark tasks and decided in Spark stages (more than
-``land_bytes`` and ``pass_lines`` of :mod:`snap_spark.placement`), is killed at two moments
+``land_bytes`` and ``pass_lines`` of :mod:`snap_spark.common.placement`), is killed at two moments
 one after the other on one lake, each killed run the next one's starting point: while its
 tasks write (at the first new ``raw_messages`` file, before ``stage 2/4``), then, run
 again, right after its ``raw_messages`` commit (held still there by :mod:`tests.hold`).
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from snap_spark.cli import main as cli_main
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 from snap_spark.samples.messages import SampleConfig, write_sample
 from tests.hold import HOLDING
 from tests.integration.test_leftovers import kill_at_new_file
@@ -71,7 +71,7 @@ def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_li
     ``lake clean --dry-run`` names every uncommitted file, changing nothing. The run again
     in this process leaves each line once in both tables, every file one its log names,
     no staging file, no marker."""
-    from snap_spark.placement import DriverLimits
+    from snap_spark.common.placement import DriverLimits
 
     archive, lake = tmp_path / "traffic.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(archive),

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: ever started (or connected to) a Spark JVM.
 PROBE = """
 import json, sys
-from snap_spark.pipeline.job import main
+from snap_spark.pipeline.batch_job import main
 code = main(sys.argv[1:])
 from pyspark import SparkContext
 print(json.dumps({"code": code, "jvm": SparkContext._gateway is not None}))
@@ -150,7 +150,7 @@ def test_two_threads_that_need_spark_at_once_start_it_once(spark: Any) -> None:
 def test_verify_threads_follow_the_local_master_s_slots() -> None:
     """The batch job's verify threads per task (the cores a slot owns) read from a session
     that has not started: local[1] verifies on every core, local[*] on one per task."""
-    from snap_spark.pipeline.job import auto_verify_threads
+    from snap_spark.pipeline.batch_job import auto_verify_threads
 
     cores = os.cpu_count() or 1
 

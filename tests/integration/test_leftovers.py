@@ -5,7 +5,7 @@ runs again, no such file is left anywhere, nor a staging file or a run marker, a
 tables equal those of the same runs uninterrupted.
 
 The batch job lands one archive, small enough for the driver process to land it itself
-(:mod:`snap_spark.placement`, ``land_bytes``), held still by :mod:`tests.hold` and killed
+(:mod:`snap_spark.common.placement`, ``land_bytes``), held still by :mod:`tests.hold` and killed
 right after its lines in turn (``stage 1/4``; ``stage 2/4``: its files written, nothing
 committed; ``stage 3/4``: between its two commits; then, not held, ``tasks: … refreshed``),
 each kill followed by the next run of the same archive; then a second archive, killed after
@@ -35,7 +35,7 @@ import pytest
 from deltalake import DeltaTable
 
 from snap_spark.cli import main as cli_main
-from snap_spark.placement import DriverLimits
+from snap_spark.common.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -182,7 +182,7 @@ def land_uninterrupted(spark: Any, inputs: dict[str, Any], lake: Path) -> None:
     job processes': local[2], two shuffle partitions, delta-rs)."""
     from snap_spark.nostr.ingest import ingest
     from snap_spark.nostr.stored import Keyring
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
 
     for archive in inputs["archives"]:
         run(spark, [str(archive)], str(lake))
@@ -245,7 +245,7 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
     # (the ledger rows of the runs killed before their last commit)
     from snap_spark.nostr.ingest import ingest
     from snap_spark.nostr.stored import Keyring
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
 
     paths = inputs["nostr"]
     ingest(spark, str(lake), inputs=[paths["events"]], keyring=Keyring.load(paths["keyring"]),

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.ingest import LandedPiece, replaced_lines
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
+from snap_spark.pipeline.ledger import LandedPiece, replaced_lines
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.job import run
-from snap_spark.pipeline.tasks import main as rebuild_main
-from snap_spark.pipeline.tasks import rebuild_tasks
+from snap_spark.pipeline.batch_job import run
+from snap_spark.pipeline.task_tables import main as rebuild_main
+from snap_spark.pipeline.task_tables import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.tasks import TaskReport, fold_task, task_fields
 from snap_spark.protocol.validate import ReceiptClock

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
 
-from snap_spark.pipeline.job import main
+from snap_spark.pipeline.batch_job import main
 from snap_spark.samples.messages import SampleConfig, generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

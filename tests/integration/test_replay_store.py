@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.pipeline.job import run
-from snap_spark.pipeline.tasks import rebuild_tasks
-from snap_spark.placement import DriverLimits
+from snap_spark.common.placement import DriverLimits
+from snap_spark.pipeline.batch_job import run
+from snap_spark.pipeline.task_tables import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -84,8 +84,8 @@ def test_five_runs_in_shuffled_order_equal_one_run(spark: Any, archive: dict[str
                                                    tmp_path: Path, steps: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # A small run decides its candidates against the lake on the driver, a large one in
-    # Spark stages (snap_spark.placement: pass_lines): each part here is small, so the second case
-    # lowers the limit to take the stages.
+    # Spark stages (snap_spark.common.placement: pass_lines): each part here is small, so the
+    # second case lowers the limit to take the stages.
     assert len(archive["parts"][0]) <= DriverLimits().pass_lines
     if steps == "in Spark stages":
         set_limits(monkeypatch, pass_lines="spark")

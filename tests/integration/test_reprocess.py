@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.pipeline.job import main, reverify, run
+from snap_spark.pipeline.batch_job import main, reverify, run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -99,7 +99,7 @@ def test_files_another_run_completed_first_are_left_to_it(
     rows: the one that commits second is refused for that file only, and still lands its
     own input (the race is played here in one process: the other run's completion is made
     between this run's reading of the lake and its commit)."""
-    from snap_spark.pipeline import job as job_module
+    from snap_spark.pipeline import batch_job as job_module
 
     lines = [line for line, _ in generate(SampleConfig(agents=4, messages=600, seed=9))]
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"

@@ -1,5 +1,5 @@
 """The batch job's tests once more with every two-way step forced into Spark stages
-(``SNAP_SPARK_DRIVER_LIMITS=spark``, :mod:`snap_spark.placement`), as one item of the
+(``SNAP_SPARK_DRIVER_LIMITS=spark``, :mod:`snap_spark.common.placement`), as one item of the
 suite: most inputs of the suite are small, so without it the suite would gate mostly the
 driver paths, while a large production run takes the Spark ones.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.placement import ENV, SPARK_ONLY
+from snap_spark.common.placement import ENV, SPARK_ONLY
 from tests.lanes import run_lane
 
 pytestmark = [pytest.mark.slow]

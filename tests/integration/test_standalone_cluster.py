@@ -26,7 +26,7 @@ import pytest
 from snap_spark.cluster.compare import Submitted, compare_lakes, submit
 from snap_spark.cluster.shipping import deps_env, package_zip
 from snap_spark.cluster.standalone import StandaloneCluster, group_members
-from snap_spark.pipeline.job import format_summary, run
+from snap_spark.pipeline.batch_job import format_summary, run
 from snap_spark.samples.messages import SampleConfig, write_sample
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -89,7 +89,7 @@ def test_the_job_on_a_standalone_cluster_lands_what_a_local_run_lands(
             driver_python=python, executor_python=str(python),
             lake=tmp_path / "lake-cluster", inputs=[sample], log_dir=tmp_path / "logs",
             # Spark tasks on the executors, even for this small input (which the driver
-            # would otherwise land itself: snap_spark.placement, land_bytes)
+            # would otherwise land itself: snap_spark.common.placement, land_bytes)
             env={**without_pythonpath(), "SNAP_SPARK_DRIVER_LIMITS": "land_bytes=0"}, timeout=300)
         apps = cluster.status()["completedapps"]
 

@@ -23,9 +23,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from snap_spark.lake import commit_rows, get_lake, to_arrow
-from snap_spark.pipeline import tasks
-from snap_spark.pipeline.job import run
-from snap_spark.pipeline.tasks import landed_task_ids, rebuild_tasks, refresh_tasks
+from snap_spark.pipeline import task_tables as tasks
+from snap_spark.pipeline.batch_job import run
+from snap_spark.pipeline.task_tables import landed_task_ids, rebuild_tasks, refresh_tasks
 from snap_spark.samples.messages import (
     Label,
     SampleConfig,
@@ -217,7 +217,7 @@ def test_refresh_per_run_equals_the_full_rebuild(spark: SparkSession, tmp_path: 
     report goes when named: a refresh by a DataFrame of ids folds in a Spark stage
     whatever the limits, so the other cases would take the same path again."""
     # A refresh of a small table folds on the driver, of a large one in a Spark stage
-    # (snap_spark.placement: fold_rows): these runs are small, so one case lowers the limits.
+    # (snap_spark.common.placement: fold_rows): these runs are small, so one case lowers the limits.
     if stage:
         set_limits(monkeypatch, fold_tasks="spark", fold_rows="spark")
     sample = generate(config)

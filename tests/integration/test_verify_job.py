@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from snap_spark.pipeline.job import run
-from snap_spark.placement import DriverLimits
+from snap_spark.common.placement import DriverLimits
+from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import MissingReceiptTime, ReceiptClock
@@ -103,7 +103,7 @@ def test_a_small_input_lands_on_the_driver_as_spark_tasks_land_it(
     rows in every table, the same figures, and the checker's verdicts either way. The input
     holds replays within the run, attacks of every kind, and lines that are not JSON or
     not UTF-8."""
-    from snap_spark.pipeline import job as job_module
+    from snap_spark.pipeline import batch_job as job_module
     from tests.lake.helpers import use_backend
 
     pairs = list(generate(SampleConfig(agents=6, messages=1_200, seed=29,
@@ -409,7 +409,7 @@ def test_spark_submit_runs_the_job(tmp_path: Path) -> None:
 
 def test_job_errors_are_clear_and_write_nothing(spark: Any, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from snap_spark.pipeline.job import main
+    from snap_spark.pipeline.batch_job import main
 
     lake = tmp_path / "lake"
     (tmp_path / "notes.txt").write_text("hello")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 from snap_spark.samples.messages import SampleConfig, write_sample
 from snap_spark.views import lake_tables, read_table, register_views
 

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from snap_spark.lake import Where, col
 from snap_spark.pipeline.replay_store import stored_candidates_where
-from snap_spark.pipeline.tasks import state_reports_where
+from snap_spark.pipeline.task_tables import state_reports_where
 
 DAY = dt.date(2026, 2, 4)
 #: Rows with every column null in some row, and values at each bound of the filters below.

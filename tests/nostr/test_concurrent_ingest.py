@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.lake import lease
 from snap_spark.nostr import ingest as ingest_module
 from snap_spark.nostr.ingest import IngestResult, ingest

@@ -20,11 +20,11 @@ from typing import Any
 import orjson
 import pytest
 
+from snap_spark.common.placement import ENV as LIMITS_ENV
 from snap_spark.nostr.client import fetch_events, publish_events
 from snap_spark.nostr.ingest import ingest
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import Keyring
-from snap_spark.placement import ENV as LIMITS_ENV
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.keys import internal_pubkey, p2tr_address
 from snap_spark.protocol.nostr import sign_event
@@ -571,7 +571,7 @@ def test_lookups_on_the_driver_equal_the_spark_joins(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A small table is looked up on the driver (delta-rs and memory) instead of by Spark joins
     (lookup_rows), and a small archive's lines are checked there instead of in Spark tasks
-    (land_bytes; both of snap_spark.placement). Two runs (the second re-decides rows of the
+    (land_bytes; both of snap_spark.common.placement). Two runs (the second re-decides rows of the
     first) made with every lookup in Spark land the same tables as on the driver; and each
     lookup those runs make (of nostr_events, agent_card_history, agent_cards and
     raw_messages, of the stored messages' verdicts, of the messages a run re-decides) is

@@ -27,7 +27,7 @@ class FullLake:
 def full_lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullLake]:
     from snap_spark.nostr.ingest import ingest
     from snap_spark.nostr.stored import Keyring
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
     from snap_spark.samples.messages import SampleConfig, write_sample
     from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 

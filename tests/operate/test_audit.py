@@ -21,10 +21,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from snap_spark.audit import audit
+from snap_spark.audit.audit_job import DEFAULT_THRESHOLDS, main
 from snap_spark.audit.figures import Window
-from snap_spark.audit.job import DEFAULT_THRESHOLDS, main
 from snap_spark.audit.reverify import reverify
-from snap_spark.placement import DriverLimits
+from snap_spark.common.placement import DriverLimits
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.errors import ERROR_NAMES
 from snap_spark.protocol.validate import ReceiptClock
@@ -577,7 +577,7 @@ def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
     re-verification of a seeded sample, is the same both ways. The run that reads on the
     driver is the job's entry point (``main``) with lenient thresholds, none of which the
     lake crosses: it exits 0 and says it is clean."""
-    from snap_spark.audit import job
+    from snap_spark.audit import audit_job as job
 
     lake = str(full_lake.lake)
     lenient = tmp_path / "lenient.toml"

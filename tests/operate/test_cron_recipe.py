@@ -133,7 +133,7 @@ def landed_lake(spark: Any, root: Path, configs: list[SampleConfig], *,
     """A lake of the batch job on the samples ``configs`` describe, under ``root``; with
     ``clean``, each sample's seed is moved on until the sample holds no line of
     :data:`NOT_CLEAN` (the generator's own count, not the audit's)."""
-    from snap_spark.pipeline.job import run
+    from snap_spark.pipeline.batch_job import run
 
     root.mkdir(parents=True, exist_ok=True)
     inputs = []

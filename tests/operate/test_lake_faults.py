@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.pipeline.job import run
+from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
@@ -53,7 +53,7 @@ JOB = "verify_messages"
 
 class Inputs:
     """Two files of one sample (replays across them included), a lake holding the first
-    (landed by :func:`snap_spark.pipeline.job.run` on the test session, as the job's own
+    (landed by :func:`snap_spark.pipeline.batch_job.run` on the test session, as the job's own
     process lands it), and what the checker says of every line of both."""
 
     def __init__(self, spark: Any, root: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snap_spark.lines import _LineSplitter
+from snap_spark.files.lines import _LineSplitter
 from snap_spark.pipeline import read as source
 from snap_spark.pipeline.read import (
     LINES_SCHEMA,
@@ -157,7 +157,7 @@ def test_batches_close_where_the_line_by_line_rule_closes_them(
     """The reader takes a read chunk's lines into a batch by slices; its batches, numbers
     and error rows equal the rule applied one line at a time, for any chunk size (lines
     spanning chunks), caps met mid-chunk, and lines too long for Spark among them."""
-    from snap_spark import lines as splitter_module
+    from snap_spark.files import lines as splitter_module
 
     path = write(tmp_path_factory.mktemp("batches") / "f.jsonl", b"\n".join(lines))
     lines = reference_lines(b"\n".join(lines))
@@ -445,7 +445,7 @@ def test_line_ranges_read_like_the_whole_file(
     split: int, chunk: int,
 ) -> None:
     """Cutting a file into ranges (any split size, any read chunk) changes nothing."""
-    from snap_spark.lines import plan_line_ranges
+    from snap_spark.files.lines import plan_line_ranges
 
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     path = write(tmp_path_factory.mktemp("ranges") / "f.jsonl", data)

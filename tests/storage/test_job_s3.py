@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from snap_spark import storage
-from snap_spark.pipeline.job import run
+from snap_spark.files import storage
+from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock

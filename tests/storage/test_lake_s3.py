@@ -13,7 +13,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from snap_spark import storage
+from snap_spark.files import storage
 from snap_spark.lake import DataCommit, commit_rows, table_file_uris
 from snap_spark.lake.common import marker_write_id
 from snap_spark.lake.delta_log import commit_files, open_table

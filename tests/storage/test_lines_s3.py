@@ -1,4 +1,4 @@
-"""Input files on S3 split exactly like the same files on local disk (snap_spark.lines)."""
+"""Input files on S3 split exactly like the same files on local disk (snap_spark.files.lines)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark import storage
-from snap_spark.lines import iter_file_lines, list_input_files, plan_line_ranges
+from snap_spark.files import storage
+from snap_spark.files.lines import iter_file_lines, list_input_files, plan_line_ranges
 from tests.s3server import S3Server
 from tests.storage.conftest import BUCKET
 

@@ -1,4 +1,4 @@
-"""snap_spark.storage on local disk and on a real S3-compatible server (moto)."""
+"""snap_spark.files.storage on local disk and on a real S3-compatible server (moto)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyarrow import fs as pafs
 
-from snap_spark import storage
-from snap_spark.storage import S3Settings, UnsupportedLocation
+from snap_spark.files import storage
+from snap_spark.files.storage import S3Settings, UnsupportedLocation
 from tests.s3server import S3Server
 from tests.storage.conftest import BUCKET
 

@@ -13,7 +13,7 @@ import pytest
 
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, run_stream
+from snap_spark.stream.stream_job import StreamPlan, run_stream
 
 pytestmark = [pytest.mark.spark]
 

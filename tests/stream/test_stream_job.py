@@ -24,7 +24,7 @@ from snap_spark.runtime.streaming import (
 )
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, kafka_source_file, run_stream
+from snap_spark.stream.stream_job import StreamPlan, kafka_source_file, run_stream
 from tests.driver_limits import set_limits
 from tests.integration.test_task_refresh import check_expectation
 from tests.lake.helpers import delta_rows

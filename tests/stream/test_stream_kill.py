@@ -15,7 +15,7 @@ suite within its time budget. The reference is the checker over all lines, which
 nothing of the stream.
 
 The killed run is a job process (``python -m tests.hold jobs/stream_verify.py``); the
-restart is :func:`~snap_spark.stream.job.run_stream`, what that job runs, called in the test
+restart is :func:`~snap_spark.stream.stream_job.run_stream`, what that job runs, called in the test
 session's process on the same lake and checkpoint (a cold job process costs a JVM start
 and nothing that the restart's checks look at).
 """
@@ -36,7 +36,7 @@ from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import (
+from snap_spark.stream.stream_job import (
     DEFAULT_LATENESS,
     StreamPlan,
     StreamResult,

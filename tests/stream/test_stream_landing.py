@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from snap_spark.audit.job import audit
+from snap_spark.audit.audit_job import audit
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, StreamResult, run_stream
 from snap_spark.stream.landing import is_vanished_key
+from snap_spark.stream.stream_job import StreamPlan, StreamResult, run_stream
 from tests.lake.helpers import delta_rows
 from tests.stream.landing_checks import check_each_line_once, progress_lines, wait_for
 

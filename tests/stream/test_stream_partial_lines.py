@@ -19,7 +19,7 @@ import pytest
 
 from snap_spark.samples.messages import SampleConfig, generate, write_sample
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, run_stream
+from snap_spark.stream.stream_job import StreamPlan, run_stream
 from tests.hold import HOLDING
 from tests.jobs import kill_when, start_job
 from tests.lake.helpers import delta_rows
@@ -135,8 +135,8 @@ def test_sparks_first_pick_up_plans_a_file_against_the_ledger(
     hashed."""
     import pyarrow as pa
 
-    from snap_spark.pipeline.job import run
-    from snap_spark.stream.job import plan_files, planned_piece
+    from snap_spark.pipeline.batch_job import run
+    from snap_spark.stream.stream_job import plan_files, planned_piece
 
     lines = [line for line, _ in generate(SampleConfig(agents=3, messages=40, seed=37))]
     data = b"\n".join(lines) + b"\n"
@@ -169,7 +169,7 @@ def test_a_stream_killed_while_it_replaces_an_unfinished_line_then_restarted(
     held still after its rows left ``raw_messages`` and ``messages`` (before its own
     ``messages`` commit), killed (SIGKILL of its process group) and started again. The run
     before (which lands the file with line 400 unfinished) and the restart are the job's
-    :func:`~snap_spark.stream.job.run_stream` with the job's defaults, in the test
+    :func:`~snap_spark.stream.stream_job.run_stream` with the job's defaults, in the test
     session; the killed run is the job process."""
     lines = [line for line, _ in generate(SampleConfig(agents=4, messages=900, seed=31))]
     data = b"\n".join(lines) + b"\n"

@@ -24,7 +24,7 @@ from snap_spark.protocol.replay import line_name
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import StreamPlan, run_stream
+from snap_spark.stream.stream_job import StreamPlan, run_stream
 from tests.lake.helpers import delta_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -34,7 +34,7 @@ from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.runtime.preinit import PYTHON_ENV
 from snap_spark.samples.messages import SampleConfig, generate
 from snap_spark.settings import VerifySettings
-from snap_spark.stream.job import DEFAULT_LATENESS, StreamPlan, run_stream
+from snap_spark.stream.stream_job import DEFAULT_LATENESS, StreamPlan, run_stream
 from tests.jobs import LOCAL_ARGS, start_job
 from tests.lake.helpers import delta_rows
 
@@ -214,7 +214,7 @@ def test_sigterm_stops_a_submitted_stream_cleanly(spark: Any, tmp_path: Path,
     driver JVM (the job's Python runs as its child, and Spark passes its output on through
     stdout), as ``kill PID`` or a service manager sends it. A run again on the same
     checkpoint finds nothing to do (that run is the job's
-    :func:`~snap_spark.stream.job.run_stream`, available-now, in the test session)."""
+    :func:`~snap_spark.stream.stream_job.run_stream`, available-now, in the test session)."""
     (tmp_path / "landing").mkdir()
     first = len(sample) // 2
     (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(sample[:first]) + b"\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.stream.job import main
+from snap_spark.stream.stream_job import main
 
 
 @pytest.mark.parametrize(("extra", "expected"), [

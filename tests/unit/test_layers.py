@@ -16,7 +16,7 @@ import snap_spark.protocol
 def test_protocol_imports_no_spark() -> None:
     modules = [f"snap_spark.protocol.{m.name}" for m in pkgutil.iter_modules(
         snap_spark.protocol.__path__)]
-    modules += ["snap_spark.lines", "snap_spark.samples.messages", "snap_spark.samples.nostr",
+    modules += ["snap_spark.files.lines", "snap_spark.samples.messages", "snap_spark.samples.nostr",
                 "snap_spark.cli"]
     code = (
         "import importlib, sys\n"
@@ -181,7 +181,7 @@ def test_only_the_lake_package_imports_its_submodules() -> None:
 def test_only_the_jobs_import_the_job_runner() -> None:
     """The job runner (:mod:`snap_spark.runner`) is the top of the package: the modules that
     import it define a job (a subclass of its ``Job``) and take only the runner's own
-    names from it. Progress lines and usage errors come from :mod:`snap_spark.console`,
+    names from it. Progress lines and usage errors come from :mod:`snap_spark.common.console`,
     so that a step of the pipeline does not import upward."""
     runner_names = {"Context", "Job", "main", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE",
                     "EXIT_ALERT", "EXIT_STORAGE"}
@@ -190,7 +190,7 @@ def test_only_the_jobs_import_the_job_runner() -> None:
         taken = {item for module, item in pairs if module == "snap_spark.runner"}
         if taken or ("snap_spark.runner", "") in pairs:
             importers[name] = taken
-    assert {"snap_spark.pipeline.job", "snap_spark.stream.job"} <= set(importers)
+    assert {"snap_spark.pipeline.batch_job", "snap_spark.stream.stream_job"} <= set(importers)
     wrong = {name: sorted(taken - runner_names) for name, taken in importers.items()
              if taken - runner_names}
     assert wrong == {}
@@ -224,7 +224,7 @@ def test_the_runtime_package_is_imported_by_the_jobs_and_entry_points_only() -> 
                  if not name.startswith("snap_spark.runtime")}
     importers = {name: found for name, found in importers.items() if found}
     assert {"snap_spark.runner", "snap_spark.jobs.verify_messages",
-            "snap_spark.stream.job"} <= set(importers)
+            "snap_spark.stream.stream_job"} <= set(importers)
     unexpected = {name: sorted(found) for name, found in importers.items()
                   if name not in entry_points and not name.startswith("snap_spark.jobs.")
                   and not _defines_a_job(name)}

@@ -1,6 +1,6 @@
 """Differential tests of the task fold: the native core's (``snap_spark._native.fold_tasks``,
-through :func:`snap_spark.pipeline.tasks.fold_reports`) equals the Python reference
-(:func:`~snap_spark.pipeline.tasks.fold_reports_reference`, the protocol's ``task_step``)
+through :func:`snap_spark.pipeline.task_tables.fold_reports`) equals the Python reference
+(:func:`~snap_spark.pipeline.task_tables.fold_reports_reference`, the protocol's ``task_step``)
 on every column of every ``task_events`` and ``tasks`` row: Hypothesis-made reports (ties,
 late reports, foreign senders, illegal steps, null and odd receipt times), a seeded corpus
 of 60,000 reports, and the written files of ``fold_partition`` cut into any chunk size.
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from snap_spark.pipeline import tasks
+from snap_spark.common.pyarrow_compat import sort_nulls_first
+from snap_spark.pipeline import task_tables as tasks
 from snap_spark.protocol.tasks import STATES
-from snap_spark.pyarrow_compat import sort_nulls_first
 from snap_spark.udfs.verify import native_core
 
 COLUMNS = {"task_id": pa.string(), "context_id": pa.string(), "task_state": pa.string(),

@@ -1,4 +1,4 @@
-"""The one policy of where a two-way step runs (:mod:`snap_spark.placement`): its setting
+"""The one policy of where a two-way step runs (:mod:`snap_spark.common.placement`): its setting
 is read as written, refused when malformed, and no other module keeps a limit of its own."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import snap_spark
-from snap_spark.placement import ENV, DriverLimits, limits
+from snap_spark.common.placement import ENV, DriverLimits, limits
 from snap_spark.settings import SettingsError
 
 NAMES = [field.name for field in dataclasses.fields(DriverLimits)]
@@ -71,7 +71,7 @@ def test_the_limits_are_read_from_the_environment_at_each_call(
 
 
 def test_no_other_module_keeps_a_driver_limit() -> None:
-    """No module but :mod:`snap_spark.placement` binds a module-level ``LOCAL_*`` name: the
+    """No module but :mod:`snap_spark.common.placement` binds a module-level ``LOCAL_*`` name: the
     thresholds of old lived as such constants in six modules, each read its own way."""
     root = Path(snap_spark.__file__).parent
     found = []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snap_spark.pipeline.job import VerifyMessages
+from snap_spark.pipeline.batch_job import VerifyMessages
 from snap_spark.runner import EXIT_USAGE, main, prepare, resolve_location
 from snap_spark.settings import SettingsError, VerifySettings
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from snap_spark.lines import list_input_files
+from snap_spark.files.lines import list_input_files
 from snap_spark.protocol.errors import IdentityInvalid
 from snap_spark.protocol.keys import decode_p2tr, tweak_private_key
 from snap_spark.protocol.signing import verify_message

@@ -65,7 +65,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from snap_spark import storage
+from snap_spark.files import storage
 
 #: ``file_key`` prefix of the ledger row of a file that vanished before it was landed.
 VANISHED_PREFIX = "vanished:"
@@ -297,7 +297,7 @@ def plan_files(files: Sequence[str], landed: Iterable[LandedPiece],
 class LedgerIndex:
     """The ledger rows ``landed`` indexed for :func:`plan_files`: by key, and each file's
     latest piece (the one that ends last). The stream plans each file Spark lists with one
-    (:mod:`snap_spark.stream.job`)."""
+    (:mod:`snap_spark.stream.stream_job`)."""
 
     def __init__(self, landed: Iterable[LandedPiece]) -> None:
         self.by_key: dict[str, LandedPiece] = {}

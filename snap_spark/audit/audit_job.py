@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snap_spark import storage
 from snap_spark.audit.figures import Window
-from snap_spark.console import UsageError, log
-from snap_spark.extras import require
+from snap_spark.common.console import UsageError, log
+from snap_spark.common.extras import require
+from snap_spark.files import storage
 from snap_spark.runner import EXIT_ALERT, EXIT_OK, Job
 from snap_spark.settings import SettingsError, VerifySettings
 

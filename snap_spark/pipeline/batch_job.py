@@ -5,7 +5,7 @@ Usage (see ``--help``)::
     spark-submit jobs/verify_messages.py --input PATH [--input PATH ...] --lake DIR
 
 Re-runs are idempotent: every input file is keyed by the SHA-256 of its bytes
-(:mod:`snap_spark.pipeline.ingest`); files whose key is already in a table are not written
+(:mod:`snap_spark.pipeline.ledger`); files whose key is already in a table are not written
 to it again, and each commit carries a Delta app transaction naming the exact set of files
 it holds.
 """
@@ -22,8 +22,10 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from snap_spark import __version__, storage
-from snap_spark.console import UsageError, log
+from snap_spark import __version__
+from snap_spark.common.console import UsageError, log
+from snap_spark.common.placement import limits
+from snap_spark.files import storage
 from snap_spark.pipeline.commit import (
     LANDED_TABLES,
     CommitPlan,
@@ -35,8 +37,7 @@ from snap_spark.pipeline.commit import (
     refuse_bare_lines,
     table_versions,
 )
-from snap_spark.pipeline.ingest import batch_app_id
-from snap_spark.placement import limits
+from snap_spark.pipeline.ledger import batch_app_id
 from snap_spark.runner import Context, Job
 from snap_spark.runner import main as run_job
 from snap_spark.settings import VerifySettings
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from snap_spark.lake import Lake
-    from snap_spark.pipeline.ingest import FilePlan
+    from snap_spark.pipeline.ledger import FilePlan
     from snap_spark.pipeline.read import RangesAhead
 
 __all__ = ["LANDED_TABLES", "JobResult", "VerifyMessages", "auto_verify_threads",
@@ -103,8 +104,8 @@ def run(
     replay fold runs on a narrow projection after one shuffle; the ``messages`` files get
     their final verdicts; the driver commits each table once. With ``catch_up_tasks``
     (the default) the task tables are then brought up to ``messages``
-    (:func:`snap_spark.pipeline.tasks.catch_up_tasks`); a caller that keeps them caught up
-    on a thread of its own (:class:`snap_spark.pipeline.tasks.TasksFollower`) passes
+    (:func:`snap_spark.pipeline.task_tables.catch_up_tasks`); a caller that keeps them caught up
+    on a thread of its own (:class:`snap_spark.pipeline.task_tables.TasksFollower`) passes
     ``False``. ``upto`` lands only the first ``upto[path]`` bytes of the files it names
     (the stream's landing watch: the complete lines of a file whose writer is still on its
     last line).
@@ -195,12 +196,12 @@ def _found_inputs(spark: SparkSession, inputs: Sequence[str], lake_dir: str,
                   upto: Mapping[str, int] | None) -> _FoundInputs:
     """List the inputs and plan each against the lake's ledger: files are known by their
     bytes, so what the lake holds is skipped and what grew lands from where it stopped
-    (:mod:`snap_spark.pipeline.ingest`). The files the ledger has never seen are most
+    (:mod:`snap_spark.pipeline.ledger`). The files the ledger has never seen are most
     likely landed whole: their line ranges are planned on a thread while ``plan_files``
     hashes them (both read every byte), and for a large landing Spark's Python workers
     start meanwhile."""
     from snap_spark.lake import table_rows
-    from snap_spark.pipeline.ingest import LandedPiece, plan_files
+    from snap_spark.pipeline.ledger import LandedPiece, plan_files
     from snap_spark.pipeline.read import RangesAhead, small_input, warm_workers
 
     files = listed_inputs(inputs)
@@ -304,9 +305,9 @@ def _land_pass(spark: SparkSession, lake: Lake, lake_dir: str, settings: VerifyS
                started: float, result: JobResult, *, catch_up_tasks: bool) -> None:
     """Stages 2-4 of a run: land the files' lines (on the driver for a small input, else
     in one Spark job that also folds the replays), then commit every table."""
+    from snap_spark.common.processes import current_owner
     from snap_spark.pipeline.land import LandSpec, fold_blocks, land_part, landed_struct
     from snap_spark.pipeline.read import over_ranges, plan_ranges, small_input
-    from snap_spark.processes import current_owner
 
     todo, keys = found.todo, found.keys
     raw_keys = [keys[p] for p in todo if keys[p] not in done.raw]

@@ -20,7 +20,7 @@ Examples:
 
     >>> import json
     >>> from snap_spark.lake import table_rows
-    >>> from snap_spark.pipeline.job import run
+    >>> from snap_spark.pipeline.batch_job import run
     >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
     >>> agent = p2tr_address(internal_pubkey(bytes.fromhex("0a" * 32)))
     >>> def report(n, state):  # message m<n>, sent and received n seconds in
@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from snap_spark.common.pyarrow_compat import sort_nulls_first
 from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_step
 from snap_spark.protocol.verdict import VALID
-from snap_spark.pyarrow_compat import sort_nulls_first
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -284,7 +284,7 @@ def rebuild_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
 
         >>> rebuild_tasks(spark, str(tmp / "lake"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        snap_spark.console.UsageError: no messages table under ...: nothing to rebuild tasks from
+        snap_spark.common.console.UsageError: no messages table under ...: nothing to rebuild ...
     """
     return _fold_tasks(spark, lake_dir, None)
 
@@ -353,7 +353,7 @@ def tasks_through(lake_dir: str) -> int | None:
         >>> tasks_through(str(tmp / "no-lake")) is None
         True
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake import newest_info_with, table_uri
 
     info = newest_info_with(table_uri(storage.join(lake_dir, "tasks")), THROUGH_KEY)
@@ -377,7 +377,7 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         A sample landed in two runs, each of which catches up after its commit:
 
         >>> from snap_spark.lake import table_rows
-        >>> from snap_spark.pipeline.job import run
+        >>> from snap_spark.pipeline.batch_job import run
         >>> from snap_spark.samples.messages import SampleConfig, generate
         >>> sample = generate(SampleConfig(agents=3, messages=400, seed=2))
         >>> lines = [line for line, _ in sample]
@@ -390,7 +390,7 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         >>> len(table_rows(f"{lake}/tasks")) == len(sample.expected_tasks()) > 10
         True
     """
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake import get_lake, table_uri, table_version
 
     if not get_lake(spark).exists(storage.join(lake_dir, "messages")):
@@ -480,7 +480,7 @@ class TasksFollower:
             raise self._error
 
     def _catch_up(self) -> None:
-        from snap_spark.console import log
+        from snap_spark.common.console import log
 
         result = catch_up_tasks(self.spark, self.lake_dir)
         self.refreshed += result.tasks
@@ -513,7 +513,7 @@ def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[s
 
         >>> import json
         >>> from snap_spark.lake import table_rows
-        >>> from snap_spark.pipeline.job import run
+        >>> from snap_spark.pipeline.batch_job import run
         >>> from snap_spark.protocol.keys import internal_pubkey, p2tr_address
         >>> from snap_spark.protocol.signing import sign_message
         >>> key = bytes.fromhex("0a" * 32)
@@ -540,7 +540,7 @@ def landed_task_ids(spark: SparkSession, lake_dir: str, ingest_ids: Collection[s
     """
     from pyspark.sql import functions as F
 
-    from snap_spark import storage
+    from snap_spark.files import storage
     from snap_spark.lake import get_lake
 
     runs = spark.createDataFrame([(i,) for i in set(ingest_ids)], "ingest_id string")
@@ -580,12 +580,12 @@ def _fold_on_driver(msg_uri: str, ids: DataFrame | list[str] | None, version: in
     """Whether a fold of ``ids`` (all tasks when ``None``) over ``messages`` at ``version``
     reads its reports on the driver (delta-rs, one filtered scan) and folds them
     in-process, with no Spark job, shuffle or stage: when the table is small and the ids
-    are all tasks or few (:class:`~snap_spark.placement.DriverLimits` ``fold_rows`` and
+    are all tasks or few (:class:`~snap_spark.common.placement.DriverLimits` ``fold_rows`` and
     ``fold_tasks``). The scan reads every report of the table, so its size is what bounds
     it (docs/speed.md has the costs); more ids go to a Spark fold, which joins them by
     broadcast."""
+    from snap_spark.common.placement import limits
     from snap_spark.lake import rows_at_most
-    from snap_spark.placement import limits
 
     bounds = limits()
     some_ids = ids is None or (isinstance(ids, list) and bounds.fits("fold_tasks", len(ids)))
@@ -607,8 +607,8 @@ def _fold_tasks(spark: SparkSession, lake_dir: str, ids: DataFrame | list[str] |
     table is small (:func:`_fold_on_driver`). ``since``: the tasks are those reported on
     by rows ``messages`` added after that version (``ids`` unused); the commits record the
     version folded as :data:`THROUGH_KEY`, as a full fold does."""
-    from snap_spark import storage
-    from snap_spark.console import UsageError
+    from snap_spark.common.console import UsageError
+    from snap_spark.files import storage
     from snap_spark.lake import check_table_location, get_lake, table_uri
     from snap_spark.pipeline.runs import run_marker
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
@@ -687,7 +687,7 @@ def _fold_and_commit(target: _FoldTarget, ids: DataFrame | list[str] | None,
     another writer changed ``messages`` since that version, fold again at the latest one
     first (two writers refreshing one task leave what one rebuild gives)."""
     from snap_spark.lake import commit_data_files, commit_lease, table_uri, table_version
-    from snap_spark.pipeline.ingest import batch_app_id
+    from snap_spark.pipeline.ledger import batch_app_id
     from snap_spark.pipeline.runs import file_prefix
     from snap_spark.schemas.tables import TASK_EVENTS, TASKS
 

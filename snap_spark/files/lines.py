@@ -11,7 +11,7 @@ record with the next line number, ``raw = None`` and a ``read_error`` saying wha
 Other I/O errors are raised. This module imports no Spark: the command-line checker and the
 jobs' landing tasks (:mod:`snap_spark.pipeline.read`) both use it.
 
-Files are local paths or any location :mod:`snap_spark.storage` opens (``s3a://bkt/in``,
+Files are local paths or any location :mod:`snap_spark.files.storage` opens (``s3a://bkt/in``,
 ``gs://...``): local files are read with plain ``os``/``io`` calls as before (the fast path),
 remote objects through pyarrow in large ranged reads; both split exactly alike.
 """
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, cast
 
-from snap_spark import storage
+from snap_spark.files import storage
 
 #: File name endings read from folders (compared case-insensitively).
 INPUT_SUFFIXES: tuple[str, ...] = (
@@ -76,7 +76,7 @@ def list_input_files(paths: Sequence[str]) -> list[str]:
     A file named explicitly is always read, hidden or not, but it must have one of those
     endings. Local paths are made absolute with :func:`os.path.abspath` (symbolic links are
     not resolved; symbolic links to folders are followed, each real folder once); remote
-    locations (see :mod:`snap_spark.storage`) are listed as URIs with the scheme given,
+    locations (see :mod:`snap_spark.files.storage`) are listed as URIs with the scheme given,
     e.g. ``s3a://bkt/in/a.jsonl``. A file reached twice is listed once.
 
     Raises:

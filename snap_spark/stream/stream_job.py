@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from snap_spark import __version__, storage
-from snap_spark.console import UsageError, log
+from snap_spark import __version__
+from snap_spark.common.console import UsageError, log
+from snap_spark.files import storage
 from snap_spark.pipeline.commit import JobResult
 from snap_spark.pipeline.queries import (
     StopRequest,
@@ -71,9 +72,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from snap_spark.lake import Lake
-    from snap_spark.pipeline.ingest import FilePlan, LandedPiece, PartialLine
     from snap_spark.pipeline.land import LandSpec
-    from snap_spark.pipeline.tasks import TasksFollower
+    from snap_spark.pipeline.ledger import FilePlan, LandedPiece, PartialLine
+    from snap_spark.pipeline.task_tables import TasksFollower
 
 #: Delta app transaction id of a query's commits; the version is the micro-batch id.
 APP_ID_PREFIX = "snap-spark/stream/"
@@ -133,15 +134,15 @@ def plan_files(ledger_path: str, split_bytes: int, batches: Iterable[pa.RecordBa
                ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function over new files of the landing folder (column ``path``): plan
     each file against the ledger as the batch job does
-    (:meth:`snap_spark.pipeline.ingest.LedgerIndex.plan`: keyed by its bytes as they are
+    (:meth:`snap_spark.pipeline.ledger.LedgerIndex.plan`: keyed by its bytes as they are
     now; a file grown since an earlier run landed it continues from where that stopped, an
     unfinished last line included) and cut the bytes to land into line ranges
-    (:func:`snap_spark.lines.plan_line_ranges`, ending where the hash did), one
+    (:func:`snap_spark.files.lines.plan_line_ranges`, ending where the hash did), one
     :data:`RANGE_SCHEMA` row each; a file whose bytes the lake already holds gives one
     ``skipped`` row. The first range's ``plan`` says what its ledger row needs."""
+    from snap_spark.files.lines import plan_line_ranges
     from snap_spark.lake import read_arrow
-    from snap_spark.lines import plan_line_ranges
-    from snap_spark.pipeline.ingest import LandedPiece, LedgerIndex
+    from snap_spark.pipeline.ledger import LandedPiece, LedgerIndex
 
     index: LedgerIndex | None = None
     for batch in batches:
@@ -186,7 +187,7 @@ def piece_info(plan: FilePlan) -> str:
     of its first :data:`RANGE_SCHEMA` row); :func:`planned_piece` reads it back.
 
     Examples:
-        >>> from snap_spark.pipeline.ingest import FilePlan, PartialLine
+        >>> from snap_spark.pipeline.ledger import FilePlan, PartialLine
         >>> plan = FilePlan("/l/a.jsonl", "k2", "grown", 7, 20, 3, prefix_key="k1",
         ...                 replaces=PartialLine("/l/a.jsonl", "k1", 3, 7, 10))
         >>> piece, replaced, _ = planned_piece("/l/a.jsonl", "k2", piece_info(plan), 20, 4)
@@ -208,7 +209,7 @@ def planned_piece(path: str, key: str, info: str | None, size: int, lines: int
     """The ledger row of a file (``size`` bytes when hashed) landed with ``lines`` lines as
     :func:`piece_info` described it (``info`` ``None``: the whole file), the row of an
     unfinished line it replaces, and the plan's note."""
-    from snap_spark.pipeline.ingest import LandedPiece, PartialLine
+    from snap_spark.pipeline.ledger import LandedPiece, PartialLine
 
     plan = json.loads(info) if info else {}
     replaces = plan.get("replaces")
@@ -526,12 +527,12 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
+    from snap_spark.common.processes import current_owner
     from snap_spark.lake import get_lake, table_uri
-    from snap_spark.pipeline.job import LANDED_TABLES, prepare_landing
+    from snap_spark.pipeline.batch_job import LANDED_TABLES, prepare_landing
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
-    from snap_spark.pipeline.tasks import TasksFollower
-    from snap_spark.processes import current_owner
+    from snap_spark.pipeline.task_tables import TasksFollower
     from snap_spark.runtime.preinit import warm_preinit
     from snap_spark.runtime.streaming import configure_checkpoint_files, same_worker_environment
     from snap_spark.stream.progress import BatchProgress, ProgressListener
@@ -843,7 +844,7 @@ def _ledger_of(pieces: list[dict[str, Any]], arrived: list[dict[str, Any]],
     ``arrived`` says of each; Kafka records have none), and the unfinished lines landed
     before that their lines complete; a file gone before it was read gets a ledger row
     without lines that names it."""
-    from snap_spark.pipeline.ingest import LandedPiece
+    from snap_spark.pipeline.ledger import LandedPiece
 
     ledger: list[LandedPiece] = []
     replaced: list[PartialLine] = []
