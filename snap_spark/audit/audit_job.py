@@ -29,7 +29,8 @@ from snap_spark.audit.figures import Window
 from snap_spark.common.console import UsageError, log
 from snap_spark.common.extras import require
 from snap_spark.files import storage
-from snap_spark.runner import EXIT_ALERT, EXIT_OK, Job
+from snap_spark.runner import EXIT_ALERT, EXIT_OK, Context, Job
+from snap_spark.runner import main as run_job
 from snap_spark.settings import SettingsError, VerifySettings
 
 if TYPE_CHECKING:
@@ -324,95 +325,90 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _job() -> Job:
-    from snap_spark.runner import Context
+class Audit(Job):
+    """``jobs/audit.py``."""
 
-    class Audit(Job):
-        """``jobs/audit.py``."""
+    name = "audit"
+    description = ("Audit the Delta tables under --lake: verdict mix, rejections, replay "
+                   "and signature offenders, task anomalies, agent directory changes, "
+                   "and optionally re-verify archived lines; writes report.html, "
+                   "summary.json and PNG charts into --out.")
+    epilog = ("exit status: 0 clean, 3 a threshold was crossed (see summary.json "
+              "'thresholds'), 2 usage error (nothing written), 1 the lake could not be "
+              "read. Thresholds: a TOML file with limits under [max], e.g. "
+              "'[max]\\nreplay_rate = 0.02\\nimpersonation_attempts = 0'; metrics: "
+              + ", ".join(sorted(METRICS)) + ".")
 
-        name = "audit"
-        description = ("Audit the Delta tables under --lake: verdict mix, rejections, replay "
-                       "and signature offenders, task anomalies, agent directory changes, "
-                       "and optionally re-verify archived lines; writes report.html, "
-                       "summary.json and PNG charts into --out.")
-        epilog = ("exit status: 0 clean, 3 a threshold was crossed (see summary.json "
-                  "'thresholds'), 2 usage error (nothing written), 1 the lake could not be "
-                  "read. Thresholds: a TOML file with limits under [max], e.g. "
-                  "'[max]\\nreplay_rate = 0.02\\nimpersonation_attempts = 0'; metrics: "
-                  + ", ".join(sorted(METRICS)) + ".")
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--out", required=True, metavar="REPORT_DIR",
+                            help="folder for report.html, summary.json and the charts")
+        parser.add_argument("--from", dest="start", metavar="DATE",
+                            help="first day audited (UTC, inclusive), e.g. 2026-11-01")
+        parser.add_argument("--to", dest="end", metavar="DATE",
+                            help="last day audited (UTC, inclusive)")
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument("--reverify-sample", type=_fraction, metavar="FRACTION",
+                           help="check this share of raw_messages again with the "
+                           "current core, e.g. 0.05")
+        which.add_argument("--reverify-all", action="store_true",
+                           help="check every archived line again")
+        parser.add_argument("--seed", type=int, default=None,
+                            help="seed of the re-verification sample (default: random, "
+                            "recorded in summary.json)")
+        parser.add_argument("--max-drift", type=_seconds, default=None, metavar="S",
+                            help="drift window for re-verification (default: the one "
+                            "the lake's newest messages commit recorded)")
+        parser.add_argument("--replay-window", type=_seconds, default=None, metavar="S",
+                            help="replay window for re-verification (default: likewise)")
+        parser.add_argument("--thresholds", metavar="TOML",
+                            help="alert limits under [max] (defaults: "
+                            + ", ".join(f"{k}={v}" for k, v in DEFAULT_THRESHOLDS.items())
+                            + ")")
 
-        def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-            parser.add_argument("--out", required=True, metavar="REPORT_DIR",
-                                help="folder for report.html, summary.json and the charts")
-            parser.add_argument("--from", dest="start", metavar="DATE",
-                                help="first day audited (UTC, inclusive), e.g. 2026-11-01")
-            parser.add_argument("--to", dest="end", metavar="DATE",
-                                help="last day audited (UTC, inclusive)")
-            which = parser.add_mutually_exclusive_group()
-            which.add_argument("--reverify-sample", type=_fraction, metavar="FRACTION",
-                               help="check this share of raw_messages again with the "
-                               "current core, e.g. 0.05")
-            which.add_argument("--reverify-all", action="store_true",
-                               help="check every archived line again")
-            parser.add_argument("--seed", type=int, default=None,
-                                help="seed of the re-verification sample (default: random, "
-                                "recorded in summary.json)")
-            parser.add_argument("--max-drift", type=_seconds, default=None, metavar="S",
-                                help="drift window for re-verification (default: the one "
-                                "the lake's newest messages commit recorded)")
-            parser.add_argument("--replay-window", type=_seconds, default=None, metavar="S",
-                                help="replay window for re-verification (default: likewise)")
-            parser.add_argument("--thresholds", metavar="TOML",
-                                help="alert limits under [max] (defaults: "
-                                + ", ".join(f"{k}={v}" for k, v in DEFAULT_THRESHOLDS.items())
-                                + ")")
+    def check(self, context: Context) -> None:
+        require("audit")
+        args = context.args
+        start = parse_date(args.start, "--from") if args.start else None
+        end = parse_date(args.end, "--to") if args.end else None
+        if start and end and start > end:
+            raise UsageError(f"--from {start} is after --to {end}")
+        args.window = Window(start, end)
+        args.limits = load_thresholds(args.thresholds)
+        try:
+            VerifySettings(max_drift=args.max_drift if args.max_drift is not None else 60,
+                           replay_window=args.replay_window
+                           if args.replay_window is not None else 120).validated()
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from None
+        if not storage.is_dir(context.lake):
+            raise UsageError(f"--lake {context.lake}: no such folder")
+        if args.reverify_all or args.reverify_sample is not None:
+            missing = [name for name in ("raw_messages", "messages") if not storage.is_dir(
+                storage.join(context.lake, name, "_delta_log"))]
+            if missing:
+                option = "--reverify-all" if args.reverify_all else "--reverify-sample"
+                raise UsageError(f"{option} checks archived lines again: it needs the "
+                                 f"raw_messages and messages tables, and "
+                                 f"{context.lake} has no {' and no '.join(missing)}")
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {args.out}: exists and is not a folder")
 
-        def check(self, context: Context) -> None:
-            require("audit")
-            args = context.args
-            start = parse_date(args.start, "--from") if args.start else None
-            end = parse_date(args.end, "--to") if args.end else None
-            if start and end and start > end:
-                raise UsageError(f"--from {start} is after --to {end}")
-            args.window = Window(start, end)
-            args.limits = load_thresholds(args.thresholds)
-            try:
-                VerifySettings(max_drift=args.max_drift if args.max_drift is not None else 60,
-                               replay_window=args.replay_window
-                               if args.replay_window is not None else 120).validated()
-            except SettingsError as exc:
-                raise UsageError(str(exc)) from None
-            if not storage.is_dir(context.lake):
-                raise UsageError(f"--lake {context.lake}: no such folder")
-            if args.reverify_all or args.reverify_sample is not None:
-                missing = [name for name in ("raw_messages", "messages") if not storage.is_dir(
-                    storage.join(context.lake, name, "_delta_log"))]
-                if missing:
-                    option = "--reverify-all" if args.reverify_all else "--reverify-sample"
-                    raise UsageError(f"{option} checks archived lines again: it needs the "
-                                     f"raw_messages and messages tables, and "
-                                     f"{context.lake} has no {' and no '.join(missing)}")
-            out = Path(args.out)
-            if out.exists() and not out.is_dir():
-                raise UsageError(f"--out {args.out}: exists and is not a folder")
+    def run(self, spark: SparkSession, context: Context) -> AuditResult:
+        args = context.args
+        return audit(spark, context.lake, args.out, window=args.window,
+                     reverify_fraction=args.reverify_sample,
+                     reverify_all=args.reverify_all, thresholds=args.limits,
+                     seed=args.seed, max_drift=args.max_drift,
+                     replay_window=args.replay_window)
 
-        def run(self, spark: SparkSession, context: Context) -> AuditResult:
-            args = context.args
-            return audit(spark, context.lake, args.out, window=args.window,
-                         reverify_fraction=args.reverify_sample,
-                         reverify_all=args.reverify_all, thresholds=args.limits,
-                         seed=args.seed, max_drift=args.max_drift,
-                         replay_window=args.replay_window)
+    def summary(self, result: Any) -> str:
+        assert isinstance(result, AuditResult)
+        return format_summary(result)
 
-        def summary(self, result: Any) -> str:
-            assert isinstance(result, AuditResult)
-            return format_summary(result)
-
-        def exit_code(self, result: Any) -> int:
-            assert isinstance(result, AuditResult)
-            return EXIT_ALERT if result.alert else EXIT_OK
-
-    return Audit()
+    def exit_code(self, result: Any) -> int:
+        assert isinstance(result, AuditResult)
+        return EXIT_ALERT if result.alert else EXIT_OK
 
 
 def format_summary(result: AuditResult) -> str:
@@ -439,6 +435,4 @@ def format_summary(result: AuditResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jobs/audit.py``."""
-    from snap_spark.runner import main as run_job
-
-    return run_job(_job(), argv)
+    return run_job(Audit(), argv)

@@ -13,7 +13,7 @@ from snap_spark.runtime.spark_path import fix_paths
 
 fix_paths()  # PySpark from its installed folder, not spark-submit's zips: before it loads
 
-from snap_spark.nostr.ingest import main  # noqa: E402
+from snap_spark.nostr.ingest_job import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

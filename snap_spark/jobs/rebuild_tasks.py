@@ -11,7 +11,7 @@ from snap_spark.runtime.spark_path import fix_paths
 
 fix_paths()  # PySpark from its installed folder, not spark-submit's zips: before it loads
 
-from snap_spark.pipeline.task_tables import main  # noqa: E402
+from snap_spark.pipeline.rebuild_job import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

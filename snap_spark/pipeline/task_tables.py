@@ -768,32 +768,3 @@ def _fold_at(target: _FoldTarget, ids: DataFrame | list[str] | None, version: in
         else:
             target.files[row["table"]].append(data_file(row["info"]))
     return folded
-
-
-def _job() -> Any:
-    from snap_spark.runner import Job
-
-    class RebuildTasks(Job):
-        """``jobs/rebuild_tasks.py``: ``messages`` → ``task_events`` and ``tasks``."""
-
-        name = "rebuild_tasks"
-        description = ("Rebuild the task_events and tasks tables under --lake in full from "
-                       "its messages table (valid responses reporting a task state).")
-
-        def run(self, spark: SparkSession, context: Any) -> TasksResult:
-            return rebuild_tasks(spark, context.lake)
-
-        def summary(self, result: Any) -> str:
-            assert isinstance(result, TasksResult)
-            return (f"tasks: {result.tasks}   reports: {result.reports}   illegal transitions: "
-                    f"{result.illegal}   foreign reports: {result.foreign}   "
-                    f"({result.seconds:.1f}s)")
-
-    return RebuildTasks()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``jobs/rebuild_tasks.py``."""
-    from snap_spark.runner import main as run_job
-
-    return run_job(_job(), argv)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from snap_spark.pipeline.batch_job import run
-from snap_spark.pipeline.task_tables import main as rebuild_main
+from snap_spark.pipeline.rebuild_job import main as rebuild_main
 from snap_spark.pipeline.task_tables import rebuild_tasks
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.tasks import TaskReport, fold_task, task_fields
