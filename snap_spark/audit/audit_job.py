@@ -224,24 +224,49 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
            reverify_fraction: float | None, reverify_all: bool, limits: dict[str, float],
            seed: int | None, max_drift: float | None, replay_window: float | None,
            started: float) -> AuditResult:
-    from pyspark.sql import functions as F
-
     from snap_spark import __version__
-    from snap_spark.audit.charts import render_all
     from snap_spark.audit.figures import all_figures, landing_figures
-    from snap_spark.audit.report import render
-    from snap_spark.audit.reverify import ReverifyResult, reverify
-    from snap_spark.lake import table_rows
+    from snap_spark.lake import get_lake, table_rows
 
     absent = [name for name, fact in facts.items() if not fact["present"]]
-    from snap_spark.lake import get_lake
-
     log(f"audit: lake={lake_dir} backend={get_lake(spark).name}; tables "
         f"{', '.join(frames) or 'none'}"
         + (f"; absent: {', '.join(absent)}" if absent else ""))
     figures = all_figures(frames, window)
     figures["landing"] = landing_figures(table_rows(storage.join(lake_dir, "ingested_files")))
     log(f"audit: figures computed [{time.monotonic() - started:.1f}s]")
+    reverified = _reverified(spark, lake_dir, frames, window=window,
+                             reverify_fraction=reverify_fraction, reverify_all=reverify_all,
+                             seed=seed, max_drift=max_drift, replay_window=replay_window,
+                             started=started)
+    checks = _threshold_checks(limits, metric_values(figures, reverified))
+    alert = any(c["crossed"] for c in checks)
+    summary: dict[str, Any] = {
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "snap_spark": __version__, "lake": lake_dir, "window": window.as_record(),
+        "tables": facts, "absent": absent, "figures": figures, "reverify": reverified,
+        "thresholds": checks, "alert": alert, "exit_status": EXIT_ALERT if alert else EXIT_OK,
+    }
+    _write_report(out_dir, summary, figures, started)
+    return AuditResult(out=out_dir, summary=summary)
+
+
+def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame], *,
+                window: Window, reverify_fraction: float | None, reverify_all: bool,
+                seed: int | None, max_drift: float | None, replay_window: float | None,
+                started: float) -> dict[str, Any]:
+    """The re-verification's record for ``summary.json``: archived lines checked again
+    when asked (all, or a sample of ``reverify_fraction`` drawn with ``seed``), with the
+    drift and replay window given, else those the lake's newest ``messages`` commit
+    recorded.
+
+    Raises:
+        UsageError: re-verification asked of a lake without ``raw_messages`` or
+            ``messages``.
+    """
+    from pyspark.sql import functions as F
+
+    from snap_spark.audit.reverify import ReverifyResult, reverify
 
     checked = ReverifyResult()
     recorded = _recorded_settings(spark, lake_dir) if "messages" in frames else None
@@ -268,26 +293,32 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
                            fraction=None if reverify_all else reverify_fraction, seed=seed)
         log(f"audit: re-verified {checked.checked} archived lines, "
             f"{checked.difference_count} differ [{time.monotonic() - started:.1f}s]")
-    reverified = {
+    return {
         "mode": checked.mode, "fraction": checked.fraction,
         "seed": checked.seed if checked.mode != "off" else None, "checked": checked.checked,
         "missing": checked.missing, "difference_count": checked.difference_count,
         "differences": checked.differences,
         "settings": {"max_drift": settings.max_drift, "replay_window": settings.replay_window},
     }
-    values = metric_values(figures, reverified)
+
+
+def _threshold_checks(limits: dict[str, float], values: dict[str, float | None]
+                      ) -> list[dict[str, Any]]:
+    """One record per limit: the metric's value, the limit, and whether it was crossed."""
     checks = []
     for name, limit in limits.items():
         value = values[name]
         checks.append({"name": name, "measures": METRICS[name], "value": value,
                        "limit": limit, "crossed": value is not None and value > limit})
-    alert = any(c["crossed"] for c in checks)
-    summary: dict[str, Any] = {
-        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "snap_spark": __version__, "lake": lake_dir, "window": window.as_record(),
-        "tables": facts, "absent": absent, "figures": figures, "reverify": reverified,
-        "thresholds": checks, "alert": alert, "exit_status": EXIT_ALERT if alert else EXIT_OK,
-    }
+    return checks
+
+
+def _write_report(out_dir: str, summary: dict[str, Any], figures: dict[str, Any],
+                  started: float) -> None:
+    """Write the charts, ``summary.json`` and ``report.html`` into ``out_dir``."""
+    from snap_spark.audit.charts import render_all
+    from snap_spark.audit.report import render
+
     pictures = render_all(figures)
     os.makedirs(out_dir, exist_ok=True)
     for name, png in pictures.items():
@@ -297,7 +328,6 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
     _write(Path(out_dir) / "report.html", render(summary, pictures).encode("utf-8"))
     log(f"audit: report written to {Path(out_dir) / 'report.html'} "
         f"[{time.monotonic() - started:.1f}s]")
-    return AuditResult(out=out_dir, summary=summary)
 
 
 def _write(path: Path, data: bytes) -> None:

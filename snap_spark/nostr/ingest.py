@@ -823,12 +823,31 @@ def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
     existing rows are read, the new events decided, the stored messages landed and the
     cards settled, then the three tables committed. Returns the ``nostr_events`` rows
     written, the rows the table held before, and the card rows written."""
-    from snap_spark.lake import check_held, table_uri
-    from snap_spark.pipeline.runs import run_marker
-
     events_path = storage.join(lake_dir, "nostr_events")
     existing = {r["event_key"]: r for r in _lookup(spark, lake, events_path, "event_key",
                                                     folded)}
+    out, bound, cards_new = _decide_events(folded, existing, keyring=keyring,
+                                           settings=settings, stored_clock=stored_clock,
+                                           ingest_id=ingest_id, now=now)
+    if bound:
+        _land_bound(spark, lake, lake_dir, bound, out, settings=settings, ingest_id=ingest_id,
+                    now=now, result=result, catch_up_tasks=catch_up_tasks)
+    cards_new += [{**row, "created_time": _time(row["created_at"]), "ingest_id": ingest_id}
+                  for row in well_known_rows]
+    cards = _settle_cards(spark, lake, lake_dir, cards_new, out)
+    _commit_tables(spark, lake, lake_dir, held, cards, out, ingest_id)
+    return out, existing, cards
+
+
+def _decide_events(folded: dict[str, Folded], existing: Mapping[str, Mapping[str, Any]], *,
+                   keyring: Keyring, settings: VerifySettings, stored_clock: str,
+                   ingest_id: str, now: dt.datetime
+                   ) -> tuple[dict[str, dict[str, Any]], list[tuple[Folded, float, str]],
+                              list[dict[str, Any]]]:
+    """Decide each folded event against the rows the lake holds (``existing``): the
+    ``nostr_events`` rows to write (a held event only when its copies grew), the stored
+    messages bound to a key of ``keyring`` (``(event, receipt time, inner text)``, to be
+    landed through the batch job), and the history rows of the card events decided."""
     out: dict[str, dict[str, Any]] = {}
     bound: list[tuple[Folded, float, str]] = []
     cards_new: list[dict[str, Any]] = []
@@ -856,25 +875,40 @@ def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
         out[key] = event_row(entry, verdict, detail, ingest_id=ingest_id, ingest_time=now)
         if entry.event is not None and entry.event.get("kind") == CARD_KIND:
             cards_new.append(_card_history(entry, verdict, detail, ingest_id))
-    if bound:
-        delivered = land_stored(spark, lake_dir, bound, settings,
-                                catch_up_tasks=catch_up_tasks)
-        log(f"stored messages: {len(delivered)} of {len(bound)} in messages")
-        for entry, _at, _inner in bound:
-            message = delivered.get(entry.key)
-            if message is None:  # pragma: no cover - the batch job lands every line
-                raise RuntimeError(f"stored message of event {entry.key} did not land")
-            code = message["error_code"]
-            out[entry.key] = event_row(
-                entry, "valid" if code is None else "inner_invalid",
-                "inner message verified" if code is None else message["error_detail"],
-                ingest_id=ingest_id, ingest_time=now, code=code,
-                message_source=f"nostr:{entry.key}")
-        result.messages_landed += len(delivered)
-        out.update(_restated(spark, lake, lake_dir, bound, out))
-    cards_new += [{**row, "created_time": _time(row["created_at"]), "ingest_id": ingest_id}
-                  for row in well_known_rows]
-    cards = _settle_cards(spark, lake, lake_dir, cards_new, out)
+    return out, bound, cards_new
+
+
+def _land_bound(spark: SparkSession, lake: Lake, lake_dir: str,
+                bound: Sequence[tuple[Folded, float, str]], out: dict[str, dict[str, Any]], *,
+                settings: VerifySettings, ingest_id: str, now: dt.datetime,
+                result: IngestResult, catch_up_tasks: bool) -> None:
+    """Land the ``bound`` stored messages in ``messages`` (:func:`land_stored`) and add to
+    ``out`` the ``nostr_events`` row of each, with its inner message's verdict, and the
+    earlier events whose verdict these messages changed (:func:`_restated`)."""
+    delivered = land_stored(spark, lake_dir, bound, settings, catch_up_tasks=catch_up_tasks)
+    log(f"stored messages: {len(delivered)} of {len(bound)} in messages")
+    for entry, _at, _inner in bound:
+        message = delivered.get(entry.key)
+        if message is None:  # pragma: no cover - the batch job lands every line
+            raise RuntimeError(f"stored message of event {entry.key} did not land")
+        code = message["error_code"]
+        out[entry.key] = event_row(
+            entry, "valid" if code is None else "inner_invalid",
+            "inner message verified" if code is None else message["error_detail"],
+            ingest_id=ingest_id, ingest_time=now, code=code,
+            message_source=f"nostr:{entry.key}")
+    result.messages_landed += len(delivered)
+    out.update(_restated(spark, lake, lake_dir, bound, out))
+
+
+def _commit_tables(spark: SparkSession, lake: Lake, lake_dir: str, held: HeldLease,
+                   cards: Mapping[str, list[dict[str, Any]]], out: Mapping[str, Any],
+                   ingest_id: str) -> None:
+    """Commit the run's rows to ``agent_card_history``, ``agent_cards`` and, last,
+    ``nostr_events``, each while the lease is still ``held``, under the run's marker."""
+    from snap_spark.lake import check_held, table_uri
+    from snap_spark.pipeline.runs import run_marker
+
     staging = table_uri(storage.join(lake_dir, "_staging", ingest_id))
     info = {"job": "ingest_nostr", "ingest_id": ingest_id}
     with run_marker(lake_dir, ingest_id):
@@ -893,7 +927,6 @@ def _decide_and_commit(spark: SparkSession, lake: Lake, lake_dir: str,
                      staging=staging, ingest_id=ingest_id, info=info)
         finally:
             storage.delete_tree(staging)
-    return out, existing, cards
 
 
 def _expired_too_soon(old: Mapping[str, Any], entry: Folded) -> bool:
