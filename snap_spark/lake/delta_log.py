@@ -26,6 +26,7 @@ from snap_spark.lake.schema import describe_mismatch, from_delta_json, nullable_
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, CommitProperties, RemoveAction
     from pyspark.sql.types import StructType
 
     from snap_spark.lake.files import DataFile
@@ -404,15 +405,67 @@ def commit_files(
         commit_files("s3://bkt/lake/t", files, schema, ["day"], app_id="q", version=7,
                      write_id="w")   # True: committed by this call
     """
-    from deltalake import Schema as DeltaSchema
-    from deltalake.exceptions import CommitFailedError, DeltaError
-    from deltalake.transaction import (
-        AddAction,
-        CommitProperties,
-        RemoveAction,
-        Transaction,
-        create_table_with_add_actions,
+    from deltalake.transaction import CommitProperties, Transaction
+
+    adds, actions = _file_actions(files, removes)
+    properties = CommitProperties(
+        custom_metadata={"userMetadata": write_marker(write_id, app_id, version, info)},
+        app_transactions=[Transaction(app_id, version)],
+        # decided against one version: the next one or none (the caller decides again)
+        max_commit_retries=0 if read_version is not None else None,
     )
+    commit = _FileCommit(uri, app_id, version, adds, actions, properties, schema, partition_by,
+                         replace, read_version, nullable_schema(schema), *delta_location(uri))
+    last_error: Exception | None = None
+    for _attempt in range(MAX_COMMIT_ATTEMPTS):
+        table = latest_table(uri)
+        if read_version is not None and _committed_since_read_version(commit, table):
+            return False
+        if table is None:
+            last_error = _create_table(commit)
+            if last_error is None:
+                return True
+            continue
+        done = table.transaction_version(app_id)
+        if done is not None and done >= version:
+            return False
+        if removes:
+            _check_still_held(uri, table, removes)
+        last_error = _commit_to_table(commit, table)
+        if last_error is None:
+            checkpoint_on_interval(uri)
+            return True
+    raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+
+
+@dataclass(frozen=True)
+class _FileCommit:
+    """One :func:`commit_files` call, fixed before its first attempt: the app transaction,
+    the actions and commit properties it commits, the files' schema and partitioning, and
+    where and with what schema it creates the table when there is none."""
+
+    uri: str
+    app_id: str
+    version: int
+    adds: list[AddAction]
+    #: the adds, then a remove action for each file removed
+    actions: list[AddAction | RemoveAction]
+    properties: CommitProperties
+    schema: StructType
+    partition_by: Sequence[str]
+    replace: bool
+    read_version: int | None
+    #: ``schema`` made nullable: the schema of a table the commit creates
+    wanted: StructType
+    location: str
+    options: dict[str, str]
+
+
+def _file_actions(files: Sequence[DataFile], removes: Sequence[RemovedFile]
+                  ) -> tuple[list[AddAction], list[AddAction | RemoveAction]]:
+    """The add actions of ``files``, and those followed by a remove action (stamped now)
+    for each of ``removes``."""
+    from deltalake.transaction import AddAction, RemoveAction
 
     adds = [
         AddAction(
@@ -432,80 +485,115 @@ def commit_files(
                      partition_values=dict(r.partition_values))
         for r in removes
     )
-    properties = CommitProperties(
-        custom_metadata={"userMetadata": write_marker(write_id, app_id, version, info)},
-        app_transactions=[Transaction(app_id, version)],
-        # decided against one version: the next one or none (the caller decides again)
-        max_commit_retries=0 if read_version is not None else None,
-    )
-    wanted = nullable_schema(schema)
-    location, options = delta_location(uri)
-    last_error: Exception | None = None
-    for _attempt in range(MAX_COMMIT_ATTEMPTS):
-        table = latest_table(uri)
-        if read_version is not None:
-            current = -1 if table is None else table.version()
-            if current != read_version:
-                done = None if table is None else table.transaction_version(app_id)
-                if done is not None and done >= version:
-                    return False
-                raise VersionConflict(f"table at {uri} is at version {current}, this commit "
-                                      f"was decided against version {read_version}")
-        if table is None:
-            try:
-                create_table_with_add_actions(
-                    location,
-                    DeltaSchema.from_json(wanted.json()),
-                    adds,
-                    mode="error",
-                    partition_by=list(partition_by),
-                    storage_options=options,
-                    commit_properties=properties,
-                )
-                return True
-            except DeltaError as error:  # another writer created the table meanwhile
-                if read_version is not None:
-                    raise VersionConflict(f"table at {uri} was created by another writer "
-                                          "meanwhile") from error
-                last_error = error
-                continue
-        done = table.transaction_version(app_id)
-        if done is not None and done >= version:
-            return False
-        if removes:
-            held = {unquote(p) for p in
-                    table.get_add_actions(flatten=False).column("path").to_pylist()}
-            gone = [r.path for r in removes if r.path not in held]
-            if gone:
-                raise LakeError(f"table at {uri} no longer holds {gone[0]} (changed by "
-                                "another writer meanwhile); nothing was committed")
-        table_partitions = list(table.metadata().partition_columns)
-        check_same_table(uri, table_schema(table), table_partitions, schema, partition_by)
-        try:
-            table.create_write_transaction(
-                file_actions,
-                mode="overwrite" if replace else "append",
-                schema=table.schema(),
-                partition_by=table_partitions,
-                commit_properties=properties,
-            )
-        except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
-            if read_version is not None:
-                raise VersionConflict(f"another writer committed version {read_version + 1} "
-                                      f"of {uri} first") from error
-            last_error = error
-            continue
-        except DeltaError as error:
-            # with no retry allowed, delta-rs may report the lost race as a plain error
-            latest = open_table(uri)
-            if read_version is not None and latest is not None and \
-                    latest.version() > read_version:
-                raise VersionConflict(f"another writer committed version {read_version + 1} "
-                                      f"of {uri} first") from error
-            raise
-        checkpoint_on_interval(uri)
+    return adds, file_actions
+
+
+def _committed_since_read_version(commit: _FileCommit, table: DeltaTable | None) -> bool:
+    """For a commit decided against ``commit.read_version`` (``table``: the latest snapshot,
+    ``None`` when there is no table): ``False`` when the table is still at that version,
+    ``True`` when it moved on and holds the commit's app transaction version (or a later
+    one) already.
+
+    Raises:
+        VersionConflict: the table moved on without the commit's app transaction.
+    """
+    current = -1 if table is None else table.version()
+    if current == commit.read_version:
+        return False
+    done = None if table is None else table.transaction_version(commit.app_id)
+    if done is not None and done >= commit.version:
         return True
-    raise LakeError(f"could not commit to {uri} in {MAX_COMMIT_ATTEMPTS} attempts") from last_error
+    raise VersionConflict(f"table at {commit.uri} is at version {current}, this commit "
+                          f"was decided against version {commit.read_version}")
+
+
+def _create_table(commit: _FileCommit) -> Exception | None:
+    """Create the table with the commit's added files in its first version; ``None`` when
+    created, else the error to retry after (another writer created the table meanwhile).
+
+    Raises:
+        VersionConflict: the table could not be created and the commit was decided against
+            a version.
+    """
+    from deltalake import Schema as DeltaSchema
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import create_table_with_add_actions
+
+    try:
+        create_table_with_add_actions(
+            commit.location,
+            DeltaSchema.from_json(commit.wanted.json()),
+            commit.adds,
+            mode="error",
+            partition_by=list(commit.partition_by),
+            storage_options=commit.options,
+            commit_properties=commit.properties,
+        )
+    except DeltaError as error:  # another writer created the table meanwhile
+        if commit.read_version is not None:
+            raise VersionConflict(f"table at {commit.uri} was created by another writer "
+                                  "meanwhile") from error
+        return error
+    return None
+
+
+def _check_still_held(uri: str, table: DeltaTable, removes: Sequence[RemovedFile]) -> None:
+    """Refuse to remove files the snapshot ``table`` no longer holds.
+
+    Raises:
+        LakeError: a file of ``removes`` is gone (another writer removed it meanwhile).
+    """
+    held = {unquote(p) for p in
+            table.get_add_actions(flatten=False).column("path").to_pylist()}
+    gone = [r.path for r in removes if r.path not in held]
+    if gone:
+        raise LakeError(f"table at {uri} no longer holds {gone[0]} (changed by "
+                        "another writer meanwhile); nothing was committed")
+
+
+def _commit_to_table(commit: _FileCommit, table: DeltaTable) -> Exception | None:
+    """Commit the commit's actions to the existing table on top of the snapshot ``table``,
+    after checking that the table still has the files' columns and partitioning; ``None``
+    when committed, else the lost race to retry after (a commit conflict).
+
+    Raises:
+        LakeSchemaError: the table's columns or partitioning differ from the files'.
+        VersionConflict: another writer committed first and the commit was decided against
+            a version.
+    """
+    from deltalake.exceptions import CommitFailedError, DeltaError
+
+    table_partitions = list(table.metadata().partition_columns)
+    check_same_table(commit.uri, table_schema(table), table_partitions, commit.schema,
+                     commit.partition_by)
+    read_version = commit.read_version
+    try:
+        table.create_write_transaction(
+            commit.actions,
+            mode="overwrite" if commit.replace else "append",
+            schema=table.schema(),
+            partition_by=table_partitions,
+            commit_properties=commit.properties,
+        )
+    except CommitFailedError as error:  # lost a race: re-read the snapshot and retry
+        if read_version is not None:
+            raise _lost_race(commit.uri, read_version) from error
+        return error
+    except DeltaError as error:
+        # with no retry allowed, delta-rs may report the lost race as a plain error
+        latest = open_table(commit.uri)
+        if read_version is not None and latest is not None and \
+                latest.version() > read_version:
+            raise _lost_race(commit.uri, read_version) from error
+        raise
+    return None
+
+
+def _lost_race(uri: str, read_version: int) -> VersionConflict:
+    """The error of a commit decided against ``read_version`` whose next version another
+    writer committed first."""
+    return VersionConflict(f"another writer committed version {read_version + 1} "
+                           f"of {uri} first")
 
 
 def checkpoint_on_interval(uri: str) -> None:

@@ -80,6 +80,7 @@ from snap_spark.lake.schema import to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -567,21 +568,87 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
     Raises:
         LakeError: an update finds no row, or several (nothing is left written then).
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     table = open_table(uri)
     if table is None:
         raise LakeError(f"no Delta table at {uri} to update rows of")
     arrow_schema = to_arrow(schema)
-    rows = updates.rows
     keys = list(updates.keys)
+    key_rows, lookup, new_values = _keyed_values(updates, keys, partition_by)
+    files = _files_to_read(table, updates, partition_by, key_rows)
+    matches = _key_matcher(keys, updates.rows, arrow_schema) if updates.many else None
+    rewrite = _RowRewrite(updates, arrow_schema, keys, key_rows, lookup, new_values, matches,
+                          found=[0] * len(key_rows))
+    removed: list[RemovedFile] = []
+    writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
+                                   file_prefix=f"{updates.file_prefix or 'part-updated'}-"
+                                               f"{uuid.uuid4().hex[:12]}")
+    try:
+        for log_path, size, values in files:
+            parts = dict(zip(partition_by, values, strict=True))
+            batches = list(read_data_file(_absolute(uri, log_path), arrow_schema, parts))
+            out = _rewrite_batches(rewrite, batches)
+            if out is None:
+                continue
+            for batch in out:
+                writer.write(batch)
+            removed.append(RemovedFile(
+                unquote(log_path), size, {c: partition_string(v) for c, v in parts.items()}))
+        _check_found(rewrite)
+        return removed, writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+
+
+@dataclasses.dataclass
+class _RowRewrite:
+    """The rows one :func:`rewrite_updated` call looks for, prepared once, and how many
+    table rows each key found so far."""
+
+    updates: RowUpdates
+    #: the table's Arrow schema
+    schema: pa.Schema
+    keys: list[str]
+    #: the key of each row of ``updates.rows``
+    key_rows: list[tuple[Any, ...]]
+    #: the index in ``key_rows`` of each key (the last, for a key named more than once)
+    lookup: dict[tuple[Any, ...], int]
+    #: the new values of each column set (not partition columns), by index in ``key_rows``
+    new_values: dict[str, list[Any]]
+    #: with ``updates.many``: the mask of a batch's rows a key names (:func:`_key_matcher`)
+    matches: Callable[[pa.RecordBatch], pa.Array] | None
+    #: by index in ``key_rows``: the table rows that key found so far
+    found: list[int]
+
+
+def _keyed_values(updates: RowUpdates, keys: Sequence[str], partition_by: Sequence[str]
+                  ) -> tuple[list[tuple[Any, ...]], dict[tuple[Any, ...], int],
+                             dict[str, list[Any]]]:
+    """The key of each row of ``updates.rows``, the index of each key among them, and the
+    new values of each column set (partition columns are not), by row.
+
+    Raises:
+        LakeError: a key is named twice, and ``updates.many`` does not allow it.
+    """
+    rows = updates.rows
     columns = [c for c in updates.columns if c not in partition_by]
     key_rows = list(zip(*[rows.column(k).to_pylist() for k in keys], strict=True))
     lookup = {key: i for i, key in enumerate(key_rows)}
     if len(lookup) != len(key_rows) and not updates.many:
         raise LakeError(f"updates name the same key {list(keys)} more than once")
     new_values = {c: rows.column(c).to_pylist() for c in columns}
+    return key_rows, lookup, new_values
+
+
+def _files_to_read(table: DeltaTable, updates: RowUpdates, partition_by: Sequence[str],
+                   key_rows: Sequence[tuple[Any, ...]]
+                   ) -> Iterator[tuple[str, int | None, tuple[Any, ...]]]:
+    """The log path, size and partition values of each data file of the snapshot ``table``
+    that may hold a row of ``key_rows``: in a partition ``updates.rows`` names (when it has
+    the partition columns), and whose statistics' range of the first key column (when
+    recorded) holds the first column of some key. The log is read now, the files are picked
+    as the result is iterated."""
+    rows = updates.rows
     actions = table.get_add_actions(flatten=True)
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
@@ -590,83 +657,96 @@ def rewrite_updated(uri: str, updates: RowUpdates, schema: StructType,
         set(zip(*[rows.column(c).to_pylist() for c in partition_by], strict=True))
         if partition_by and all(c in rows.column_names for c in partition_by) else None
     )
-    first = keys[0]
+    first = updates.keys[0]
     bounds = (actions.column(f"min.{first}").to_pylist(), actions.column(f"max.{first}").to_pylist()
               ) if f"min.{first}" in actions.column_names else None
     first_values = sorted({key[0] for key in key_rows
                            if key[0] is not None or not updates.many})
-    found = [0] * len(key_rows)
-    matches = _key_matcher(keys, rows, arrow_schema) if updates.many else None
-    removed: list[RemovedFile] = []
-    writer = PartitionedFileWriter(uri, arrow_schema, partition_by,
-                                   file_prefix=f"{updates.file_prefix or 'part-updated'}-"
-                                               f"{uuid.uuid4().hex[:12]}")
-    try:
-        for index, (log_path, values) in enumerate(zip(paths, typed, strict=True)):
-            if wanted_parts is not None and values not in wanted_parts:
-                continue
-            if bounds is not None and not _any_within(first_values, bounds[0][index],
-                                                      bounds[1][index]):
-                continue
-            parts = dict(zip(partition_by, values, strict=True))
-            batches = list(read_data_file(_absolute(uri, log_path), arrow_schema, parts))
-            changed = False
-            out: list[pa.RecordBatch] = []
-            for batch in batches:
-                if matches is not None:  # every row of a key goes, whatever its count
-                    gone = matches(batch)
-                    if gone.true_count:
-                        changed = True
-                        kept = batch.filter(pc.invert(gone))
-                        if kept.num_rows:
-                            out.append(kept)
-                    else:
-                        out.append(batch)
-                    continue
-                batch_keys = zip(*[batch.column(k).to_pylist() for k in keys], strict=True)
-                hits = [lookup.get(key) for key in batch_keys]
-                if not any(hit is not None for hit in hits):
-                    out.append(batch)
-                    continue
+    return (
+        (log_path, sizes[index], values)
+        for index, (log_path, values) in enumerate(zip(paths, typed, strict=True))
+        if (wanted_parts is None or values in wanted_parts)
+        and (bounds is None or _any_within(first_values, bounds[0][index], bounds[1][index]))
+    )
+
+
+def _rewrite_batches(rewrite: _RowRewrite, batches: Iterable[pa.RecordBatch]
+                     ) -> list[pa.RecordBatch] | None:
+    """The batches of a copy of a data file (its ``batches``) with the rows ``rewrite``
+    names removed or given their new values; ``None`` when the file holds none of them."""
+    import pyarrow.compute as pc
+
+    changed = False
+    out: list[pa.RecordBatch] = []
+    for batch in batches:
+        if rewrite.matches is not None:  # every row of a key goes, whatever its count
+            gone = rewrite.matches(batch)
+            if gone.true_count:
                 changed = True
-                if updates.remove:  # the rows named are left out of the copy
-                    for hit in hits:
-                        if hit is not None:
-                            found[hit] += 1
-                    kept = batch.filter(pa.array([hit is None for hit in hits], pa.bool_()))
-                    if kept.num_rows:
-                        out.append(kept)
-                    continue
-                arrays = []
-                for field in arrow_schema:
-                    column = batch.column(field.name)
-                    if field.name in new_values:
-                        values_now = column.to_pylist()
-                        for row, hit in enumerate(hits):
-                            if hit is not None:
-                                values_now[row] = new_values[field.name][hit]
-                        column = pa.array(values_now, field.type)
-                    arrays.append(column)
-                for hit in hits:
-                    if hit is not None:
-                        found[hit] += 1
-                out.append(pa.RecordBatch.from_arrays(arrays, schema=arrow_schema))
-            if changed:
-                for batch in out:
-                    writer.write(batch)
-                removed.append(RemovedFile(
-                    unquote(log_path), sizes[index],
-                    {c: partition_string(v) for c, v in parts.items()}))
-        bad = [] if updates.many else [key_rows[i] for i, n in enumerate(found)
-                                       if n > 1 or (n == 0 and not updates.remove)]
-        if bad:
-            raise LakeError(f"{len(bad)} update(s) found {found[key_rows.index(bad[0])]} rows "
-                            f"instead of one (e.g. {dict(zip(keys, bad[0], strict=True))}); "
-                            "nothing was committed")
-        return removed, writer.close()
-    except BaseException:
-        writer.discard()
-        raise
+                kept = batch.filter(pc.invert(gone))
+                if kept.num_rows:
+                    out.append(kept)
+            else:
+                out.append(batch)
+            continue
+        batch_keys = zip(*[batch.column(k).to_pylist() for k in rewrite.keys], strict=True)
+        hits = [rewrite.lookup.get(key) for key in batch_keys]
+        if not any(hit is not None for hit in hits):
+            out.append(batch)
+            continue
+        changed = True
+        copy = _apply_hits(rewrite, batch, hits)
+        if copy is not None:
+            out.append(copy)
+    return out if changed else None
+
+
+def _apply_hits(rewrite: _RowRewrite, batch: pa.RecordBatch, hits: Sequence[int | None]
+                ) -> pa.RecordBatch | None:
+    """The copy of ``batch`` without the rows a key names (``updates.remove``), or with
+    their new values; ``hits`` holds each row's index in ``rewrite.key_rows`` (``None``:
+    no key names it). Counts the rows in ``rewrite.found``; ``None`` when no row is left."""
+    import pyarrow as pa
+
+    if rewrite.updates.remove:  # the rows named are left out of the copy
+        _count_hits(rewrite.found, hits)
+        kept = batch.filter(pa.array([hit is None for hit in hits], pa.bool_()))
+        return kept if kept.num_rows else None
+    arrays = []
+    for field in rewrite.schema:
+        column = batch.column(field.name)
+        if field.name in rewrite.new_values:
+            values_now = column.to_pylist()
+            for row, hit in enumerate(hits):
+                if hit is not None:
+                    values_now[row] = rewrite.new_values[field.name][hit]
+            column = pa.array(values_now, field.type)
+        arrays.append(column)
+    _count_hits(rewrite.found, hits)
+    return pa.RecordBatch.from_arrays(arrays, schema=rewrite.schema)
+
+
+def _count_hits(found: list[int], hits: Sequence[int | None]) -> None:
+    """Add one to ``found`` at each index in ``hits`` (``None``: a row no key names)."""
+    for hit in hits:
+        if hit is not None:
+            found[hit] += 1
+
+
+def _check_found(rewrite: _RowRewrite) -> None:
+    """Refuse updates whose key found several rows, or none (unless removing); removals
+    of any number of rows (``updates.many``) are not checked.
+
+    Raises:
+        LakeError: an update found no row, or several.
+    """
+    updates, found, key_rows = rewrite.updates, rewrite.found, rewrite.key_rows
+    bad = [] if updates.many else [key_rows[i] for i, n in enumerate(found)
+                                   if n > 1 or (n == 0 and not updates.remove)]
+    if bad:
+        raise LakeError(f"{len(bad)} update(s) found {found[key_rows.index(bad[0])]} rows "
+                        f"instead of one (e.g. {dict(zip(rewrite.keys, bad[0], strict=True))}); "
+                        "nothing was committed")
 
 
 def _key_matcher(keys: Sequence[str], rows: pa.Table, schema: pa.Schema

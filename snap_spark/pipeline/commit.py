@@ -557,87 +557,153 @@ def _commit_messages(
     Raises:
         CommitContention: no lease in time, or other writers landed the same files.
     """
-    from snap_spark.lake import (
-        CommitContention,
-        VersionConflict,
-        check_held,
-        commit_data_files,
-        commit_lease,
-        delete_data_files,
-        table_uri,
-        table_version,
-    )
-    from snap_spark.pipeline.replay_store import keys_landed_since
-    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+    from snap_spark.lake import CommitContention, check_held, commit_lease, table_uri, table_version
 
-    lake_dir, settings, also_keys = plan.lake_dir, plan.settings, plan.also_keys
-    msg_keys, files_absent_at = plan.msg_keys, plan.files_absent_at
-    ingest_id, info = plan.ingest_id, plan.info
-    msg_path = storage.join(lake_dir, "messages")
-    deciding = candidates is not None and landed.earliest is not None
-    saved = landed.snapshot()
-    read_version = table_version(table_uri(msg_path))
-    updates, shift = _decide_against_lake(spark, lake, msg_path, landed, settings,
-                                          candidates, also_keys, version=read_version,
-                                          ingest_id=ingest_id, refold=plan.refold)
-    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
-    uncommitted.append((msg_root, msg_files))
-    run_keys: set[tuple[str, str]] | None = None
-    app_id, version = plan.txn("messages", sorted(msg_keys))
+    msg_path = storage.join(plan.lake_dir, "messages")
+    pending = _MessagesCommit(
+        spark, lake, landed, plan, result, candidates, msg_root, msg_path, uncommitted,
+        deciding=candidates is not None and landed.earliest is not None,
+        saved=landed.snapshot(), read_version=table_version(table_uri(msg_path)))
+    _decide_replays(pending, pending.read_version)
+    pending.files = _write_messages(spark, landed, msg_root, plan.ingest_id)
+    uncommitted.append((msg_root, pending.files))
+    app_id, version = plan.txn("messages", sorted(plan.msg_keys))
     for _attempt in range(MAX_DECIDE_ATTEMPTS):
-        with commit_lease(lake_dir, "messages") as held:
-            since = (landed.earliest - settings.replay_window
-                     if landed.earliest is not None else 0.0)
-            landed_since = keys_landed_since(msg_path, read_version, since)
-            if files_absent_at is not None and landed_since.version != files_absent_at:
-                _refuse_files_landed_meanwhile(lake, msg_path, files_absent_at, since,
-                                               msg_keys, app_id, version)
-            if landed_since.version != read_version:
-                if run_keys is None and deciding:
-                    run_keys = _run_keys(landed, also_keys, plan.refold)
-                clash = landed_since.keys & run_keys if run_keys else frozenset()
-                if clash:
-                    log(f"replay store: another writer committed {len(clash)} of this run's "
-                        f"message id(s) since version {read_version}: deciding again against "
-                        f"version {landed_since.version}")
-                    result.keys_redecided += len(clash)
-                    landed.restore(saved)
-                    updates, shift = _decide_against_lake(
-                        spark, lake, msg_path, landed, settings, candidates, also_keys,
-                        version=landed_since.version, ingest_id=ingest_id,
-                        refold=plan.refold)
-                    delete_data_files(msg_root, msg_files)
-                    msg_files = _write_messages(spark, landed, msg_root, ingest_id)
-                    uncommitted[-1] = (msg_root, msg_files)
-                read_version = landed_since.version
+        with commit_lease(plan.lake_dir, "messages") as held:
+            _catch_up_with_lake(pending, app_id, version)
             check_held(held)
-            rows = sum(landed.lines.get(k, 0) for k in msg_keys)
-            redecided = len(updates) if updates is not None else 0
-            try:
-                # the files are deleted unless committed, but kept on a VersionConflict:
-                # decided again (and rewritten when that changes them), then retried
-                committed = commit_data_files(
-                    spark, lake, msg_path, msg_root, msg_files, schema=MESSAGES,
-                    partition_by=MESSAGES_PARTITION, app_id=app_id, version=version,
-                    commit_info=_messages_info(info, read_version, rows, landed, redecided,
-                                               shift, result),
-                    updates=updates, read_version=read_version if deciding else None)
-            except VersionConflict as conflict:
-                log(f"replay store: {conflict}; deciding again")
+            rows = sum(landed.lines.get(k, 0) for k in plan.msg_keys)
+            redecided = len(pending.updates) if pending.updates is not None else 0
+            committed = _commit_decided(pending, app_id, version, rows, redecided)
+            if committed is None:  # another commit took the version decided against
                 continue
         if committed:
             result.message_rows_written = rows
             result.rows_redecided = redecided
-            result.redecided_codes = dict(shift)
+            result.redecided_codes = dict(pending.shift)
         else:  # committed already, by a run stopped before it finished: files deleted
             committed_figures(msg_path, app_id, version, result)
             landed.counts.clear()
             landed.counts.update(result.counts)
             return None
-        return updates
+        return pending.updates
     raise CommitContention(
         f"other writers committed to {msg_path} before this run could, {MAX_DECIDE_ATTEMPTS} "
         "times in a row; nothing more of this run was committed: run it again")
+
+
+@dataclass
+class _MessagesCommit:
+    """A pass's ``messages`` commit in the making (:func:`_commit_messages`): what it
+    commits, the replay decision it stands on so far, and the files written from it."""
+
+    spark: SparkSession
+    lake: Lake
+    landed: LandedPass
+    plan: CommitPlan
+    result: JobResult
+    candidates: DataFrame | None
+    msg_root: str
+    msg_path: str
+    #: the caller's files to delete if the pass fails; the last entry is the ``messages`` files
+    uncommitted: list[tuple[str, list[Any]]]
+    #: the pass has replay candidates: the commit names the version they were decided against
+    deciding: bool
+    #: the pass's own verdicts (:meth:`LandedPass.snapshot`), restored before deciding again
+    saved: tuple[dict[str, dict[int, str]], Counter[int | None], int]
+    #: the version of ``messages`` the replays were decided against
+    read_version: int
+    #: the updates of earlier rows the decision makes (:func:`_decide_against_lake`), and
+    #: what they do to the table's count of each code
+    updates: Any = None
+    shift: dict[int | None, int] = field(default_factory=dict)
+    #: the ``messages`` files written with the pass's verdicts
+    files: list[Any] = field(default_factory=list)
+    #: the keys of the pass's replay candidates (:func:`_run_keys`), read when first needed
+    run_keys: set[tuple[str, str]] | None = None
+
+
+def _decide_replays(pending: _MessagesCommit, version: int) -> None:
+    """Decide the pass's replays against ``version`` of ``messages`` (folded into
+    ``pending.landed``), and keep the updates of earlier rows and their code shift in
+    ``pending``."""
+    plan = pending.plan
+    pending.updates, pending.shift = _decide_against_lake(
+        pending.spark, pending.lake, pending.msg_path, pending.landed, plan.settings,
+        pending.candidates, plan.also_keys, version=version, ingest_id=plan.ingest_id,
+        refold=plan.refold)
+
+
+def _catch_up_with_lake(pending: _MessagesCommit, app_id: str, version: int) -> None:
+    """Under the commit lease: read what other writers committed to ``messages`` since
+    ``pending.read_version``, refuse the commit if they landed one of the pass's files
+    (``plan.files_absent_at``), decide the pass's replays again if they committed one of its
+    keys (:func:`_decide_again`), and move ``pending.read_version`` to the latest version.
+
+    Raises:
+        CommitContention: another writer landed some of the same files.
+    """
+    from snap_spark.pipeline.replay_store import keys_landed_since
+
+    landed, plan = pending.landed, pending.plan
+    since = (landed.earliest - plan.settings.replay_window
+             if landed.earliest is not None else 0.0)
+    landed_since = keys_landed_since(pending.msg_path, pending.read_version, since)
+    if plan.files_absent_at is not None and landed_since.version != plan.files_absent_at:
+        _refuse_files_landed_meanwhile(pending.lake, pending.msg_path, plan.files_absent_at,
+                                       since, plan.msg_keys, app_id, version)
+    if landed_since.version != pending.read_version:
+        if pending.run_keys is None and pending.deciding:
+            pending.run_keys = _run_keys(landed, plan.also_keys, plan.refold)
+        clash = landed_since.keys & pending.run_keys if pending.run_keys else frozenset()
+        if clash:
+            _decide_again(pending, landed_since.version, len(clash))
+        pending.read_version = landed_since.version
+
+
+def _decide_again(pending: _MessagesCommit, version: int, clashes: int) -> None:
+    """Go back to the pass's own verdicts, decide its replays again against ``version`` of
+    ``messages`` (where other writers committed ``clashes`` of its message ids), and write
+    its ``messages`` files again in place of the old ones."""
+    from snap_spark.lake import delete_data_files
+
+    log(f"replay store: another writer committed {clashes} of this run's "
+        f"message id(s) since version {pending.read_version}: deciding again against "
+        f"version {version}")
+    pending.result.keys_redecided += clashes
+    pending.landed.restore(pending.saved)
+    _decide_replays(pending, version)
+    delete_data_files(pending.msg_root, pending.files)
+    pending.files = _write_messages(pending.spark, pending.landed, pending.msg_root,
+                                    pending.plan.ingest_id)
+    pending.uncommitted[-1] = (pending.msg_root, pending.files)
+
+
+def _commit_decided(pending: _MessagesCommit, app_id: str, version: int, rows: int,
+                    redecided: int) -> bool | None:
+    """Commit the pass's ``messages`` files and the updates of earlier rows as the app
+    transaction ``(app_id, version)``, naming the version decided against when deciding.
+    Returns whether this call committed (``False``: committed before, the files deleted),
+    ``None`` when another commit took the place of the version after it
+    (:class:`~snap_spark.lake.VersionConflict`: to decide again)."""
+    from snap_spark.lake import VersionConflict, commit_data_files
+    from snap_spark.schemas.tables import MESSAGES, MESSAGES_PARTITION
+
+    try:
+        # the files are deleted unless committed, but kept on a VersionConflict:
+        # decided again (and rewritten when that changes them), then retried
+        return commit_data_files(
+            pending.spark, pending.lake, pending.msg_path, pending.msg_root, pending.files,
+            schema=MESSAGES, partition_by=MESSAGES_PARTITION, app_id=app_id,
+            version=version,
+            commit_info=_messages_info(pending.plan.info, pending.read_version, rows,
+                                       pending.landed, redecided, pending.shift,
+                                       pending.result),
+            updates=pending.updates,
+            read_version=pending.read_version if pending.deciding else None)
+    except VersionConflict as conflict:
+        log(f"replay store: {conflict}; deciding again")
+        return None
 
 
 def _refuse_files_landed_meanwhile(lake: Lake, msg_path: str, files_absent_at: int,
