@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Row
 
 #: Rows in each worst-offender list.
 TOP = 10
@@ -106,65 +106,15 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
     m = messages.select("event_date", "verdict", "error_code", "sender", "msg_id",
                         F.col("received_at").isNotNull().alias("_received")).cache()
     try:
-        code = F.col("error_code")
-        totals = m.agg(F.count(F.lit(1)).alias("total"),
-                       F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
-                       F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected"),
-                       F.count(F.when(code == FORGED, 1)).alias("forged"),
-                       F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
-                       F.count(F.when(code == REPLAY, 1)).alias("replays")).first()
-        assert totals is not None
-        by_code = sorted(
-            ({"code": r["error_code"], "name": ERROR_NAMES.get(r["error_code"], "?"),
-              "count": r["count"]}
-             for r in _rows(m.filter(code.isNotNull()).groupBy("error_code").count())),
-            key=lambda r: r["code"])
+        totals = _message_totals(m)
+        by_code = _rejections_by_code(m)
         # Per receipt day: only lines with a receipt time. Lines without one (malformed,
         # unreadable) are counted apart ("undated"), not under the day they were landed.
         received = m.filter(F.col("_received"))
-        daily = sorted(({"date": _iso(r["event_date"]), "valid": r["valid"],
-                         "rejected": r["rejected"]} for r in _rows(
-            received.groupBy("event_date").agg(
-                F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
-                F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected")))),
-            key=lambda r: r["date"])
-        daily_codes = sorted(({"date": _iso(r["event_date"]), "code": r["error_code"],
-                               "count": r["count"]} for r in _rows(
-            received.filter(code.isNotNull()).groupBy("event_date", "error_code").count())),
-            key=lambda r: (r["date"], r["code"]))
-        undated_codes = {r["error_code"]: r["count"] for r in _rows(
-            m.filter(~F.col("_received")).groupBy("error_code").count())}
-        undated = {"valid": undated_codes.pop(None, 0),
-                   "rejected": sum(undated_codes.values()),
-                   "by_code": [{"code": c, "count": n} for c, n in sorted(undated_codes.items())]}
-        rejected = F.col("verdict") == "rejected"
-        per_sender = m.groupBy("sender").agg(
-            F.count(F.lit(1)).alias("messages"),
-            F.count(F.when(rejected, 1)).alias("rejections"),
-            F.count(F.when(code == REPLAY, 1)).alias("replays"),
-            F.count(F.when(code == FORGED, 1)).alias("forged"),
-            F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
-            _examples("msg_id", rejected).alias("rejected_ids"),
-            _examples("msg_id", code == REPLAY).alias("replay_ids"),
-            _examples("msg_id", code.isin(*SIGNATURE_CODES)).alias("signature_ids"),
-        ).cache()
-        try:
-            def top(rank: Column, ids: str) -> list[dict[str, Any]]:
-                picked = (per_sender.withColumn("_rank", rank).filter(F.col("_rank") > 0)
-                          .orderBy(F.desc("_rank"), F.asc_nulls_first("sender")).limit(TOP))
-                return [{"sender": r["sender"], "messages": r["messages"],
-                         "rejections": r["rejections"], "replays": r["replays"],
-                         "forged": r["forged"], "unsigned": r["unsigned"],
-                         "examples": r[ids]} for r in _rows(picked)]
-
-            senders = {
-                "by_rejections": top(F.col("rejections"), "rejected_ids"),
-                "by_replays": top(F.col("replays"), "replay_ids"),
-                "by_signature_failures": top(F.col("forged") + F.col("unsigned"),
-                                             "signature_ids"),
-            }
-        finally:
-            per_sender.unpersist()
+        daily = _daily_verdicts(received)
+        daily_codes = _daily_codes(received)
+        undated = _undated(m)
+        senders = _worst_senders(m)
     finally:
         m.unpersist()
     total = totals["total"]
@@ -177,6 +127,103 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
         "by_code": by_code, "daily": daily, "daily_by_code": daily_codes, "undated": undated,
         "senders": senders,
     }
+
+
+def _message_totals(m: DataFrame) -> Row:
+    """One row of counts over ``m``: all, valid, rejected, forged, unsigned and replays."""
+    from pyspark.sql import functions as F
+
+    code = F.col("error_code")
+    totals = m.agg(F.count(F.lit(1)).alias("total"),
+                   F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
+                   F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected"),
+                   F.count(F.when(code == FORGED, 1)).alias("forged"),
+                   F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
+                   F.count(F.when(code == REPLAY, 1)).alias("replays")).first()
+    assert totals is not None
+    return totals
+
+
+def _rejections_by_code(m: DataFrame) -> list[dict[str, Any]]:
+    """The rejections of ``m`` counted by error code, with each code's name, by code."""
+    from pyspark.sql import functions as F
+
+    code = F.col("error_code")
+    return sorted(
+        ({"code": r["error_code"], "name": ERROR_NAMES.get(r["error_code"], "?"),
+          "count": r["count"]}
+         for r in _rows(m.filter(code.isNotNull()).groupBy("error_code").count())),
+        key=lambda r: r["code"])
+
+
+def _daily_verdicts(received: DataFrame) -> list[dict[str, Any]]:
+    """Valid and rejected lines per receipt day, by day."""
+    from pyspark.sql import functions as F
+
+    return sorted(({"date": _iso(r["event_date"]), "valid": r["valid"],
+                    "rejected": r["rejected"]} for r in _rows(
+        received.groupBy("event_date").agg(
+            F.count(F.when(F.col("verdict") == "valid", 1)).alias("valid"),
+            F.count(F.when(F.col("verdict") == "rejected", 1)).alias("rejected")))),
+        key=lambda r: r["date"])
+
+
+def _daily_codes(received: DataFrame) -> list[dict[str, Any]]:
+    """Rejections per receipt day and error code, by day then code."""
+    from pyspark.sql import functions as F
+
+    code = F.col("error_code")
+    return sorted(({"date": _iso(r["event_date"]), "code": r["error_code"],
+                    "count": r["count"]} for r in _rows(
+        received.filter(code.isNotNull()).groupBy("event_date", "error_code").count())),
+        key=lambda r: (r["date"], r["code"]))
+
+
+def _undated(m: DataFrame) -> dict[str, Any]:
+    """The lines of ``m`` without a receipt time: valid, rejected, and rejections by code."""
+    from pyspark.sql import functions as F
+
+    undated_codes = {r["error_code"]: r["count"] for r in _rows(
+        m.filter(~F.col("_received")).groupBy("error_code").count())}
+    return {"valid": undated_codes.pop(None, 0),
+            "rejected": sum(undated_codes.values()),
+            "by_code": [{"code": c, "count": n} for c, n in sorted(undated_codes.items())]}
+
+
+def _worst_senders(m: DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The :data:`TOP` senders of ``m`` by rejections, by replay attempts and by signature
+    failures, each with its counts and example message ids."""
+    from pyspark.sql import functions as F
+
+    code = F.col("error_code")
+    rejected = F.col("verdict") == "rejected"
+    per_sender = m.groupBy("sender").agg(
+        F.count(F.lit(1)).alias("messages"),
+        F.count(F.when(rejected, 1)).alias("rejections"),
+        F.count(F.when(code == REPLAY, 1)).alias("replays"),
+        F.count(F.when(code == FORGED, 1)).alias("forged"),
+        F.count(F.when(code == UNSIGNED, 1)).alias("unsigned"),
+        _examples("msg_id", rejected).alias("rejected_ids"),
+        _examples("msg_id", code == REPLAY).alias("replay_ids"),
+        _examples("msg_id", code.isin(*SIGNATURE_CODES)).alias("signature_ids"),
+    ).cache()
+    try:
+        def top(rank: Column, ids: str) -> list[dict[str, Any]]:
+            picked = (per_sender.withColumn("_rank", rank).filter(F.col("_rank") > 0)
+                      .orderBy(F.desc("_rank"), F.asc_nulls_first("sender")).limit(TOP))
+            return [{"sender": r["sender"], "messages": r["messages"],
+                     "rejections": r["rejections"], "replays": r["replays"],
+                     "forged": r["forged"], "unsigned": r["unsigned"],
+                     "examples": r[ids]} for r in _rows(picked)]
+
+        return {
+            "by_rejections": top(F.col("rejections"), "rejected_ids"),
+            "by_replays": top(F.col("replays"), "replay_ids"),
+            "by_signature_failures": top(F.col("forged") + F.col("unsigned"),
+                                         "signature_ids"),
+        }
+    finally:
+        per_sender.unpersist()
 
 
 def task_figures(tasks: DataFrame | None, events: DataFrame | None) -> dict[str, Any]:

@@ -108,7 +108,34 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
     window = summary["window"]
     span = (f"{window['from'] or 'the beginning'} to {window['to'] or 'now'}"
             if window["from"] or window["to"] else "everything in the lake")
+    parts = [
+        _heading(summary, span),
+        _section("overview", "At a glance", _overview(summary)),
+        _verdicts_section(summary, messages, charts),
+    ]
+    senders = messages.get("senders") or {}
+    parts.append(_senders_section(summary, senders, charts))
+    parts.append(_signatures_section(summary, senders, charts))
+    parts.append(_tasks_section(summary, tasks, charts))
+    parts.append(_agents_section(summary, agents, charts))
+    parts.append(_landing_section(summary["figures"].get("landing") or {}))
+    parts.append(_reverify_section(summary, reverify))
+    title = f"snap-spark audit — {_e(span)}"
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title}</title><style>{CSS}</style></head><body><main>"
+            + "".join(parts) + "</main></body></html>")
 
+
+def _heading(summary: Mapping[str, Any], span: str) -> str:
+    """The page's title line and what it covers: lake, window, when and by which version."""
+    return (f"<h1>snap-spark audit</h1><p class=\"meta\">lake <code>{_e(summary['lake'])}</code>"
+            f" · window: {_e(span)} · generated {_e(summary['generated_at'])} · snap-spark "
+            f"{_e(summary['snap_spark'])}</p>")
+
+
+def _threshold_cards(summary: Mapping[str, Any]) -> list[str]:
+    """One card per threshold check: its value against its limit, coloured by its state."""
     cards = []
     for check in summary["thresholds"]:
         state = ("idle" if check["value"] is None else "alert" if check["crossed"] else "ok")
@@ -117,9 +144,16 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
         cards.append(f'<div class="card {state}" title="{_e(check["measures"])}">'
                      f'{_e(check["name"])}<b>{_e(value)}</b>'
                      f'limit {_e(_fmt(check["limit"], rate))}</div>')
+    return cards
+
+
+def _overview(summary: Mapping[str, Any]) -> str:
+    """The body of the overview section: the overall verdict, the threshold cards and the
+    tables with their versions and row counts."""
+    cards = _threshold_cards(summary)
     verdict = ("ALERT: a threshold was crossed" if summary["alert"]
                else "clean: no threshold crossed")
-    overview = (
+    return (
         f'<p><b>{_e(verdict)}</b> (exit status {summary["exit_status"]}).</p>'
         f'<div class="cards">{"".join(cards)}</div>'
         + _table(["table", "present", "version", "rows"],
@@ -127,13 +161,10 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
                    _e(t["version"]), _e(t["rows"])]
                   for name, t in summary["tables"].items()), numeric=(2, 3)))
 
-    parts = [
-        f"<h1>snap-spark audit</h1><p class=\"meta\">lake <code>{_e(summary['lake'])}</code>"
-        f" · window: {_e(span)} · generated {_e(summary['generated_at'])} · snap-spark "
-        f"{_e(summary['snap_spark'])}</p>",
-        _section("overview", "At a glance", overview),
-    ]
 
+def _verdicts_section(summary: Mapping[str, Any], messages: Mapping[str, Any],
+                      charts: Mapping[str, bytes]) -> str:
+    """The verdicts section: message totals, the verdict charts and rejections by code."""
     if messages:
         totals = (f"<p>{messages['total']:,} messages: {messages['valid']:,} valid, "
                   f"{messages['rejected']:,} rejected ({_pct(messages['rates']['rejection'])})"
@@ -144,39 +175,52 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
                           for r in messages["by_code"]), numeric=(2,))
     else:
         totals, by_code = "", ""
-    parts.append(_section("verdicts", "Verdicts over time", totals
-                          + _img(charts["verdict_mix.png"], "verdict mix per day")
-                          + _img(charts["rejections_by_code.png"], "rejections by code per day")
-                          + by_code + _absent(summary, "messages")))
+    return _section("verdicts", "Verdicts over time", totals
+                    + _img(charts["verdict_mix.png"], "verdict mix per day")
+                    + _img(charts["rejections_by_code.png"], "rejections by code per day")
+                    + by_code + _absent(summary, "messages"))
 
-    senders = messages.get("senders") or {}
+
+def _senders_section(summary: Mapping[str, Any], senders: Mapping[str, Any],
+                     charts: Mapping[str, bytes]) -> str:
+    """The section of the senders with the most rejections and the most replay attempts."""
 
     def offenders(key: str, metric: str) -> str:
         return _table(["sender", metric, "messages", "message ids"],
                       ([_addr(r["sender"]), r[metric], r["messages"], _ids(r["examples"])]
                        for r in senders.get(key) or []), numeric=(1, 2))
 
-    parts.append(_section(
+    return _section(
         "senders", "Top senders by rejections and replay attempts",
         _img(charts["top_senders.png"], "top senders")
         + "<h3>Most rejections</h3>" + offenders("by_rejections", "rejections")
         + "<h3>Most replay attempts (2006)</h3>" + offenders("by_replays", "replays")
-        + _absent(summary, "messages")))
-    parts.append(_section(
+        + _absent(summary, "messages"))
+
+
+def _signatures_section(summary: Mapping[str, Any], senders: Mapping[str, Any],
+                        charts: Mapping[str, bytes]) -> str:
+    """The section of the senders with the most forged or missing signatures."""
+    return _section(
         "signatures", "Signature failures by sender",
         _img(charts["signature_failures.png"], "signature failures by sender")
         + _table(["sender", "forged (2001)", "missing (2002)", "message ids"],
                  ([_addr(r["sender"]), r["forged"], r["unsigned"], _ids(r["examples"])]
                   for r in senders.get("by_signature_failures") or []), numeric=(1, 2))
-        + _absent(summary, "messages")))
+        + _absent(summary, "messages"))
 
+
+def _tasks_section(summary: Mapping[str, Any], tasks: Mapping[str, Any],
+                   charts: Mapping[str, bytes]) -> str:
+    """The tasks section: task and report counts, the tasks chart and the tasks with the
+    most anomalies."""
     task_text = ""
     if "tasks" in tasks or "reports" in tasks:
         task_text = (f"<p>{tasks.get('tasks', 0):,} tasks; {tasks.get('reports', 0):,} state "
                      f"reports, of which {tasks.get('illegal_transitions', 0):,} illegal "
                      f"transitions and {tasks.get('foreign_reports', 0):,} from someone other "
                      "than the task's owner.</p>")
-    parts.append(_section(
+    return _section(
         "tasks", "Task states and illegal transitions",
         task_text + _img(charts["tasks.png"], "tasks by state and illegal transitions")
         + "<h3>Tasks with the most anomalies</h3>"
@@ -184,8 +228,13 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
                  ([f"<code>{_e(r['task_id'])}</code>", r["illegal"], r["foreign"],
                    _ids(r["examples"])] for r in tasks.get("worst_tasks") or []),
                  numeric=(1, 2))
-        + _absent(summary, "tasks", "task_events")))
+        + _absent(summary, "tasks", "task_events"))
 
+
+def _agents_section(summary: Mapping[str, Any], agents: Mapping[str, Any],
+                    charts: Mapping[str, bytes]) -> str:
+    """The agent directory section: new and updated identities, impersonation attempts,
+    and the Nostr events by verdict."""
     agent_text = ""
     if "per_identity" in agents:
         agent_text = (f"<p>{agents.get('identities', 0):,} identities in the directory; in the "
@@ -193,7 +242,7 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
                       f"updated cards, {agents['impersonation_attempts']:,} impersonation "
                       f"attempts against {agents['identities_impersonated']:,} identities."
                       "</p>")
-    parts.append(_section(
+    return _section(
         "agents", "Agent directory changes",
         agent_text + _img(charts["agent_directory.png"], "agent directory changes")
         + _table(["identity", "new", "updated", "impersonation attempts", "card events"],
@@ -203,21 +252,29 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
         + (_table(["Nostr event verdict", "events"],
                   ([_e(k), v] for k, v in agents["nostr_events_by_verdict"].items()),
                   numeric=(1,)) if agents.get("nostr_events_by_verdict") else "")
-        + _absent(summary, "agent_cards", "agent_card_history", "nostr_events")))
+        + _absent(summary, "agent_cards", "agent_card_history", "nostr_events"))
 
-    landing = summary["figures"].get("landing") or {}
-    if landing.get("pieces") or landing.get("vanished"):
-        parts.append(_section("landing", "Input files (the ingested_files ledger)", (
-            f"<p>{landing['files']:,} files landed in {landing['pieces']:,} pieces "
-            f"({landing['lines']:,} lines): {landing['continuations']:,} pieces continued a "
-            f"file that grew, {landing['new_versions']:,} were new versions of a file that "
-            f"changed after it was landed; <b>{landing['vanished']:,}</b> files vanished "
-            "before their lines could be read (nothing of them landed).</p>")
-            + (_table(["vanished file", "noticed"],
-                      ([f"<code>{_e(v['source_file'])}</code>", _e(v["noticed"])]
-                       for v in landing["vanished_files"]))
-               if landing.get("vanished_files") else "")))
 
+def _landing_section(landing: Mapping[str, Any]) -> str:
+    """The section on the ``ingested_files`` ledger, or nothing when no piece landed and
+    no file vanished."""
+    if not (landing.get("pieces") or landing.get("vanished")):
+        return ""
+    return _section("landing", "Input files (the ingested_files ledger)", (
+        f"<p>{landing['files']:,} files landed in {landing['pieces']:,} pieces "
+        f"({landing['lines']:,} lines): {landing['continuations']:,} pieces continued a "
+        f"file that grew, {landing['new_versions']:,} were new versions of a file that "
+        f"changed after it was landed; <b>{landing['vanished']:,}</b> files vanished "
+        "before their lines could be read (nothing of them landed).</p>")
+        + (_table(["vanished file", "noticed"],
+                  ([f"<code>{_e(v['source_file'])}</code>", _e(v["noticed"])]
+                   for v in landing["vanished_files"]))
+           if landing.get("vanished_files") else ""))
+
+
+def _reverify_section(summary: Mapping[str, Any], reverify: Mapping[str, Any]) -> str:
+    """The re-verification section: what was checked again and the verdicts that differ
+    (or a note that it was not run)."""
     if reverify["mode"] == "off":
         body = '<p class="note">Not run (--reverify-sample F or --reverify-all).</p>'
     else:
@@ -234,13 +291,8 @@ def render(summary: Mapping[str, Any], charts: Mapping[str, bytes]) -> str:
         if reverify["difference_count"] > len(reverify["differences"]):
             body += (f'<p class="note">The first {len(reverify["differences"])} are listed;'
                      " summary.json has the count.</p>")
-    parts.append(_section("reverify", "Re-verification of the archive", body
-                          + _absent(summary, "raw_messages")))
-    title = f"snap-spark audit — {_e(span)}"
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{CSS}</style></head><body><main>"
-            + "".join(parts) + "</main></body></html>")
+    return _section("reverify", "Re-verification of the archive", body
+                    + _absent(summary, "raw_messages"))
 
 
 def _pct(rate: float) -> str:

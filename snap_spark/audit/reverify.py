@@ -23,7 +23,7 @@ and a seed the report records, so a run can be repeated exactly.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -153,72 +153,104 @@ def reverify(raw: DataFrame, messages: DataFrame, settings: VerifySettings, *,
         found = reverify(raw_df, messages_df, VerifySettings(), fraction=0.05, seed=7)
         found.checked, found.difference_count, found.differences[:3]
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark.pipeline.transforms import find_duplicates
 
     checked_settings = settings.validated()
     result = ReverifyResult(mode="all" if fraction is None else "sample",
                             fraction=1.0 if fraction is None else fraction, seed=seed)
-    lines = raw.select("file_key", "source_file", "line_no", "raw_text", "raw_bytes",
-                       "read_error")
-    if fraction is not None and fraction < 1.0:
-        bucket = F.pmod(F.xxhash64(F.lit(seed), "file_key", "line_no"), F.lit(_HASH_RANGE))
-        lines = lines.filter(bucket < round(fraction * _HASH_RANGE))
-    stored = messages.select(
-        "file_key", "line_no", F.lit(True).alias("has_row"),
-        F.col("msg_id").alias("stored_msg_id"),
-        F.col("error_code").alias("stored_code"),
-        F.col("error_detail").alias("stored_detail"),
-        F.col("received_at").alias("stored_received_at"))
-    joined = lines.join(stored, ["file_key", "line_no"], "left")
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    joined = _with_stored(_sampled_lines(raw, fraction, seed), messages)
     rechecked = joined.mapInArrow(
         functools.partial(_recheck, checked_settings.max_drift),
         from_arrow_schema(RECHECKED)).cache()
     try:
         result.checked = rechecked.count()
-        # The fold over every row: the sampled lines with today's outcome, the others
-        # with their stored pre-replay outcome.
-        today = rechecked.select(
-            "file_key", "line_no", F.col("sender").alias("n_sender"),
-            F.col("msg_id").alias("n_msg_id"), F.col("received_at").alias("n_received_at"),
-            F.col("code").alias("n_code"), F.lit(True).alias("sampled"))
-        fold_input = messages.select(
-            "file_key", "source_file", "line_no", "sender", "msg_id", "received_at",
-            _pre_replay(F.col("error_code")).alias("error_code"),
-        ).join(today, ["file_key", "line_no"], "left").select(
-            _fold_key(F.col("source_file"), F.col("file_key")).alias("source_file"),
-            "line_no",
-            F.when(F.col("sampled"), F.col("n_sender")).otherwise(F.col("sender")).alias("sender"),
-            F.when(F.col("sampled"), F.col("n_msg_id")).otherwise(F.col("msg_id")).alias("msg_id"),
-            F.when(F.col("sampled"), F.col("n_received_at"))
-            .otherwise(F.col("received_at")).alias("received_at"),
-            F.when(F.col("sampled"), F.col("n_code"))
-            .otherwise(F.col("error_code")).alias("error_code"))
-        duplicates = find_duplicates(fold_input, checked_settings)
+        duplicates = find_duplicates(_fold_input(rechecked, messages), checked_settings)
         differing: list[dict[str, Any]] = []
         for row in rechecked.toLocalIterator():
-            code, detail = row["code"], row["detail"]
-            replayed = duplicates.get(f"{row['source_file']}\u0000{row['file_key']}", {})
-            if is_replay_candidate(code) and row["line_no"] in replayed:
-                code, detail = candidate_verdict(code, detail, replayed[row["line_no"]])
+            difference = _difference(row, duplicates)
             if not row["has_row"]:
                 result.missing += 1
-            if code != row["stored_code"] or not row["has_row"]:
-                differing.append({
-                    "source_file": row["source_file"], "line_no": row["line_no"],
-                    "msg_id": row["msg_id"] if row["msg_id"] is not None
-                    else row["stored_msg_id"],
-                    "stored_code": row["stored_code"],
-                    "stored_name": code_name(row["stored_code"]) if row["has_row"]
-                    else "no messages row",
-                    "code": code, "name": code_name(code), "detail": detail,
-                })
+            if difference is not None:
+                differing.append(difference)
     finally:
         rechecked.unpersist()
     differing.sort(key=lambda d: (d["source_file"], d["line_no"]))
     result.difference_count = len(differing)
     result.differences = differing[:MAX_LISTED]
     return result
+
+
+def _sampled_lines(raw: DataFrame, fraction: float | None, seed: int) -> DataFrame:
+    """The lines of ``raw`` to check again: all of them, or (``fraction`` below 1) those
+    whose hash of ``(seed, file_key, line_no)`` falls in that share of the hash range."""
+    from pyspark.sql import functions as F
+
+    lines = raw.select("file_key", "source_file", "line_no", "raw_text", "raw_bytes",
+                       "read_error")
+    if fraction is not None and fraction < 1.0:
+        bucket = F.pmod(F.xxhash64(F.lit(seed), "file_key", "line_no"), F.lit(_HASH_RANGE))
+        lines = lines.filter(bucket < round(fraction * _HASH_RANGE))
+    return lines
+
+
+def _with_stored(lines: DataFrame, messages: DataFrame) -> DataFrame:
+    """``lines`` with the verdict, message id and receipt time their ``messages`` row
+    holds (``has_row`` null for a line without one)."""
+    from pyspark.sql import functions as F
+
+    stored = messages.select(
+        "file_key", "line_no", F.lit(True).alias("has_row"),
+        F.col("msg_id").alias("stored_msg_id"),
+        F.col("error_code").alias("stored_code"),
+        F.col("error_detail").alias("stored_detail"),
+        F.col("received_at").alias("stored_received_at"))
+    return lines.join(stored, ["file_key", "line_no"], "left")
+
+
+def _fold_input(rechecked: DataFrame, messages: DataFrame) -> DataFrame:
+    """The replay fold's input over every ``messages`` row, each file version named apart
+    (:func:`_fold_key`)."""
+    from pyspark.sql import functions as F
+
+    # The fold over every row: the sampled lines with today's outcome, the others
+    # with their stored pre-replay outcome.
+    today = rechecked.select(
+        "file_key", "line_no", F.col("sender").alias("n_sender"),
+        F.col("msg_id").alias("n_msg_id"), F.col("received_at").alias("n_received_at"),
+        F.col("code").alias("n_code"), F.lit(True).alias("sampled"))
+    return messages.select(
+        "file_key", "source_file", "line_no", "sender", "msg_id", "received_at",
+        _pre_replay(F.col("error_code")).alias("error_code"),
+    ).join(today, ["file_key", "line_no"], "left").select(
+        _fold_key(F.col("source_file"), F.col("file_key")).alias("source_file"),
+        "line_no",
+        F.when(F.col("sampled"), F.col("n_sender")).otherwise(F.col("sender")).alias("sender"),
+        F.when(F.col("sampled"), F.col("n_msg_id")).otherwise(F.col("msg_id")).alias("msg_id"),
+        F.when(F.col("sampled"), F.col("n_received_at"))
+        .otherwise(F.col("received_at")).alias("received_at"),
+        F.when(F.col("sampled"), F.col("n_code"))
+        .otherwise(F.col("error_code")).alias("error_code"))
+
+
+def _difference(row: Any, duplicates: Mapping[str, Mapping[int, str]]
+                ) -> dict[str, Any] | None:
+    """How a re-checked line's verdict today (replay decided by ``duplicates``, the fold's
+    result) differs from the stored one, or ``None`` when they agree; a line without a
+    ``messages`` row always differs."""
+    code, detail = row["code"], row["detail"]
+    replayed = duplicates.get(f"{row['source_file']}\u0000{row['file_key']}", {})
+    if is_replay_candidate(code) and row["line_no"] in replayed:
+        code, detail = candidate_verdict(code, detail, replayed[row["line_no"]])
+    if code != row["stored_code"] or not row["has_row"]:
+        return {
+            "source_file": row["source_file"], "line_no": row["line_no"],
+            "msg_id": row["msg_id"] if row["msg_id"] is not None
+            else row["stored_msg_id"],
+            "stored_code": row["stored_code"],
+            "stored_name": code_name(row["stored_code"]) if row["has_row"]
+            else "no messages row",
+            "code": code, "name": code_name(code), "detail": detail,
+        }
+    return None

@@ -126,43 +126,74 @@ def run_demo(config: DemoConfig) -> DemoReport:
         report = run_demo(DemoConfig(Path("data/cluster-demo")))
         report.ok, report.tables["py-files"]["messages"]    # (True, 'equal (3000 rows)')
     """
-    from snap_spark.samples.messages import SampleConfig, write_sample
-
     work = config.workdir.resolve()
     for how in config.ship:
         if how not in SHIPPING:
             raise ClusterError(f"unknown way to ship {how!r}: {', '.join(SHIPPING)}")
     for old in ("lakes", "cluster"):
         shutil.rmtree(work / old, ignore_errors=True)
+    sample = _sample(config, work)
+    report = DemoReport(sample=str(sample))
+    backend = _backend_args(config.backend)
+    logs = work / "logs"
+    shipping = _prepare_shipping(config, work, report)
+    local = _run_local(work, backend, sample, logs)
+    report.local = _run_facts(local)
+    if local.returncode != 0:
+        report.problems.append(f"local run exited {local.returncode} (see {local.log})")
+        _write_report(work, report)
+        return report
+    _run_on_cluster(config, work, shipping, backend, sample, logs, local, report)
+    if len(report.applications) != len(shipping):
+        report.problems.append(f"the master lists {len(report.applications)} completed "
+                               f"applications, expected {len(shipping)}")
+    _write_report(work, report)
+    return report
+
+
+def _sample(config: DemoConfig, work: Path) -> Path:
+    """The demo's input file under ``work``, generated unless it is there already."""
+    from snap_spark.samples.messages import SampleConfig, write_sample
+
     sample = work / "input" / f"traffic-{config.messages}-{config.seed}.jsonl"
     if not sample.exists():
         log(f"cluster-demo: generating {config.messages} messages into {sample}")
         sample.parent.mkdir(parents=True, exist_ok=True)
         write_sample(SampleConfig(agents=config.agents, messages=config.messages,
                                   seed=config.seed), str(sample), tasks_path=None)
-    report = DemoReport(sample=str(sample))
-    backend = _backend_args(config.backend)
-    logs = work / "logs"
+    return sample
 
+
+def _prepare_shipping(config: DemoConfig, work: Path, report: DemoReport
+                      ) -> dict[str, tuple[list[str], Path, str]]:
+    """Per way of shipping in ``config``, its :func:`_shipping_args` (what each cost goes
+    into ``report.shipping``)."""
     shipping: dict[str, tuple[list[str], Path, str]] = {}
     for how in config.ship:
         log(f"cluster-demo: preparing {how}")
         shipping[how] = _shipping_args(how, config, work / "ship", report)
         log(f"cluster-demo: {how}: {json.dumps(report.shipping[how])}")
+    return shipping
 
+
+def _run_local(work: Path, backend: list[str], sample: Path, logs: Path) -> Submitted:
+    """The reference run: the job on ``local[*]`` with this interpreter and the checkout
+    on its ``PYTHONPATH``."""
     log("cluster-demo: the job on local[*] (the reference)")
     local_env = dict(os.environ)
     local_env["PYTHONPATH"] = os.pathsep.join(
         [str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    local = submit("local", "local[*]", backend, driver_python=Path(sys.executable),
-                   executor_python=sys.executable, lake=work / "lakes" / "local",
-                   inputs=[sample], log_dir=logs, env=local_env)
-    report.local = _run_facts(local)
-    if local.returncode != 0:
-        report.problems.append(f"local run exited {local.returncode} (see {local.log})")
-        _write_report(work, report)
-        return report
+    return submit("local", "local[*]", backend, driver_python=Path(sys.executable),
+                  executor_python=sys.executable, lake=work / "lakes" / "local",
+                  inputs=[sample], log_dir=logs, env=local_env)
 
+
+def _run_on_cluster(config: DemoConfig, work: Path,
+                    shipping: dict[str, tuple[list[str], Path, str]], backend: list[str],
+                    sample: Path, logs: Path, local: Submitted, report: DemoReport) -> None:
+    """Start a standalone cluster, run the job on it once per way of shipping, compare each
+    run with ``local`` into ``report``, and record the applications the master completed;
+    the cluster is stopped whatever happens."""
     cluster = StandaloneCluster(work / "cluster", workers=config.workers)
     log(f"cluster-demo: starting a master and {config.workers} workers "
         f"(logs in {cluster.log_dir})")
@@ -178,29 +209,32 @@ def run_demo(config: DemoConfig) -> DemoReport:
             done = submit(how, cluster.master_url, [*args, *backend], driver_python=driver,
                           executor_python=executor, lake=work / "lakes" / how,
                           inputs=[sample], log_dir=logs, env=clean_env)
-            report.runs[how] = _run_facts(done)
-            if done.returncode != 0:
-                report.problems.append(f"{how}: exit status {done.returncode} "
-                                       f"(see {done.log})")
-                continue
-            if done.normalized_summary() != local.normalized_summary():
-                report.problems.append(f"{how}: summary differs from local[*]'s")
-            report.tables[how] = compare_lakes(work / "lakes" / "local", work / "lakes" / how)
-            report.engines[how] = committed_by(work / "lakes" / how)
-            report.problems += [f"{how}: {table} {what}"
-                                for table, what in report.tables[how].items()
-                                if not what.startswith("equal")]
-            log(f"cluster-demo: {how}: exit 0 in {done.seconds:.1f}s (job {done.job_seconds}s); "
-                f"tables vs local[*]: {report.tables[how]}")
+            _compare_run(how, done, local, work, report)
         with contextlib.suppress(OSError, ValueError):
             report.applications = [
                 {k: app.get(k) for k in ("id", "name", "cores", "state", "duration")}
                 for app in cluster.status().get("completedapps", [])]
-    if len(report.applications) != len(shipping):
-        report.problems.append(f"the master lists {len(report.applications)} completed "
-                               f"applications, expected {len(shipping)}")
-    _write_report(work, report)
-    return report
+
+
+def _compare_run(how: str, done: Submitted, local: Submitted, work: Path,
+                 report: DemoReport) -> None:
+    """Record a cluster run in ``report``: its facts, and unless it failed, its summary and
+    tables compared with the ``local`` run's and the engine that committed each table;
+    every difference is a problem."""
+    report.runs[how] = _run_facts(done)
+    if done.returncode != 0:
+        report.problems.append(f"{how}: exit status {done.returncode} "
+                               f"(see {done.log})")
+        return
+    if done.normalized_summary() != local.normalized_summary():
+        report.problems.append(f"{how}: summary differs from local[*]'s")
+    report.tables[how] = compare_lakes(work / "lakes" / "local", work / "lakes" / how)
+    report.engines[how] = committed_by(work / "lakes" / how)
+    report.problems += [f"{how}: {table} {what}"
+                        for table, what in report.tables[how].items()
+                        if not what.startswith("equal")]
+    log(f"cluster-demo: {how}: exit 0 in {done.seconds:.1f}s (job {done.job_seconds}s); "
+        f"tables vs local[*]: {report.tables[how]}")
 
 
 def _run_facts(done: Submitted) -> dict[str, Any]:

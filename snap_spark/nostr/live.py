@@ -52,10 +52,13 @@ from snap_spark.runner import Context, Job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
+    from snap_spark.nostr.spool import SpoolWriter
     from snap_spark.nostr.stored import Keyring
     from snap_spark.nostr.tap import RelayTap
+    from snap_spark.pipeline.queries import StopRequest
     from snap_spark.pipeline.task_tables import TasksFollower
     from snap_spark.settings import VerifySettings
 
@@ -313,32 +316,17 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     stop (SIGTERM, SIGINT): the tap stops first, then the query takes what the spool holds
     and stops."""
     from snap_spark.lake import get_lake
-    from snap_spark.nostr.ingest import resume_points
-    from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
     from snap_spark.nostr.tap import RelayTap
     from snap_spark.pipeline.queries import stop_on_signals, stream_settings
-    from snap_spark.pipeline.runs import clean_leftovers
     from snap_spark.pipeline.task_tables import TasksFollower
-    from snap_spark.runtime.streaming import configure_checkpoint_files
 
     settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
     lake = get_lake(spark)
-    # what a killed run left uncommitted in any table of the lake
-    clean_leftovers(plan.lake_dir)
-    configure_checkpoint_files(spark, plan.checkpoint)
-    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    with contextlib.suppress(Exception):  # registered already in this session
-        spark.dataSource.register(SpoolDataSource)
-    since: dict[str, int] = ({relay: plan.since for relay in plan.relays}
-                             if plan.since is not None
-                             else resume_points(spark, plan.lake_dir, plan.relays, time.time()))
+    _prepare_session(spark, plan)
+    since = _resume_points(spark, plan)
     result = LiveResult()
-    try:
-        spool = SpoolWriter(plan.spool)
-    except SpoolBusy as exc:
-        raise UsageError(f"{exc}: one stream per spool (another stream_nostr on this "
-                         "checkpoint?)") from None
+    spool = _open_spool(plan)
     tap: RelayTap | None = None
     # the task tables are caught up on a thread of their own, after the micro-batches'
     # commits instead of inside them (what a crash leaves, the next catch-up takes)
@@ -355,35 +343,14 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
                        on_change=_RelayLog())
         committer = LiveCommitter(spark, plan, settings, tap, result, tasks)
         log(f"warmed up in {warm_up(spark):.1f}s (Python workers and landing code)")
-        reader = spark.readStream.format(SOURCE_NAME).option("path", plan.spool)
-        if plan.max_batch_bytes:
-            reader = reader.option("maxBytes", str(plan.max_batch_bytes))
-        if not plan.keep_spool:
-            reader = reader.option("removeConsumed", "true")
-        query = (reader.load().writeStream.foreachBatch(committer)
-                 .option("checkpointLocation", plan.checkpoint)
-                 .queryName("snap-spark stream_nostr")
-                 .trigger(processingTime=plan.trigger)
-                 .start())
+        query = _start_query(spark, plan, committer)
         tasks.start()
         tap.start()
         log(f"live stream started: query id {query.id}, relays {', '.join(plan.relays)}, "
             f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}, "
             f"spool={plan.spool}")
-        deadline = None if plan.duration is None else time.monotonic() + plan.duration
-        while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-            if query.awaitTermination(1):
-                break
-        if stop.is_set():
-            log(f"stopping the live stream ({stop.name}); restart on the same checkpoint to "
-                "go on")
-        tap.stop()
-        if query.isActive:
-            query.processAllAvailable()
-            query.stop()
-        failure = query.exception()
-        if failure is not None:
-            raise RuntimeError(f"the live stream failed: {failure}")
+        _wait_for_stop(query, plan, stop)
+        _drain_and_stop(query, tap)
         stopped = True
         tasks.close()  # the last catch-up: the tables hold every committed report
     finally:
@@ -397,6 +364,80 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
         signals.close()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _prepare_session(spark: SparkSession, plan: LivePlan) -> None:
+    """Clean what a killed run left in the lake, set the session up for the stream (the
+    checkpoint's files, no micro-batch without new input) and register the spool source."""
+    from snap_spark.pipeline.runs import clean_leftovers
+    from snap_spark.runtime.streaming import configure_checkpoint_files
+
+    # what a killed run left uncommitted in any table of the lake
+    clean_leftovers(plan.lake_dir)
+    configure_checkpoint_files(spark, plan.checkpoint)
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    with contextlib.suppress(Exception):  # registered already in this session
+        spark.dataSource.register(SpoolDataSource)
+
+
+def _resume_points(spark: SparkSession, plan: LivePlan) -> dict[str, int]:
+    """Per relay, where the tap starts its stored backlog before ``overlap`` is taken off:
+    ``--since`` for every relay when given, else where the lake's events of each relay end."""
+    from snap_spark.nostr.ingest import resume_points
+
+    return ({relay: plan.since for relay in plan.relays} if plan.since is not None
+            else resume_points(spark, plan.lake_dir, plan.relays, time.time()))
+
+
+def _open_spool(plan: LivePlan) -> SpoolWriter:
+    """The spool's writer; a spool another stream writes to is a usage error."""
+    from snap_spark.nostr.spool import SpoolBusy, SpoolWriter
+
+    try:
+        return SpoolWriter(plan.spool)
+    except SpoolBusy as exc:
+        raise UsageError(f"{exc}: one stream per spool (another stream_nostr on this "
+                         "checkpoint?)") from None
+
+
+def _start_query(spark: SparkSession, plan: LivePlan, committer: LiveCommitter
+                 ) -> StreamingQuery:
+    """Start the query that reads the spool and commits each micro-batch with
+    ``committer``."""
+    reader = spark.readStream.format(SOURCE_NAME).option("path", plan.spool)
+    if plan.max_batch_bytes:
+        reader = reader.option("maxBytes", str(plan.max_batch_bytes))
+    if not plan.keep_spool:
+        reader = reader.option("removeConsumed", "true")
+    return (reader.load().writeStream.foreachBatch(committer)
+            .option("checkpointLocation", plan.checkpoint)
+            .queryName("snap-spark stream_nostr")
+            .trigger(processingTime=plan.trigger)
+            .start())
+
+
+def _wait_for_stop(query: StreamingQuery, plan: LivePlan, stop: StopRequest) -> None:
+    """Wait until ``plan.duration`` has passed, the query ended or a signal asked the stream
+    to stop (said in a log line)."""
+    deadline = None if plan.duration is None else time.monotonic() + plan.duration
+    while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        if query.awaitTermination(1):
+            break
+    if stop.is_set():
+        log(f"stopping the live stream ({stop.name}); restart on the same checkpoint to "
+            "go on")
+
+
+def _drain_and_stop(query: StreamingQuery, tap: RelayTap) -> None:
+    """Stop the tap, let the query take what the spool holds and stop it; raise when the
+    query failed."""
+    tap.stop()
+    if query.isActive:
+        query.processAllAvailable()
+        query.stop()
+    failure = query.exception()
+    if failure is not None:
+        raise RuntimeError(f"the live stream failed: {failure}")
 
 
 # -- the job -------------------------------------------------------------------------------

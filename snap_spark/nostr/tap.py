@@ -360,13 +360,7 @@ class RelayTap:
         from snap_spark.nostr.client import RelayProblem
 
         live = {await connection.relay.subscribe(f) for f in (live_cards, live_messages)}
-        newest = status.newest_stored
-        resume = self.since.get(status.url) if newest is None else newest
-        start = None if resume is None else max(0, resume - self.overlap)
-        # backlog chains: subscription id -> the page it asks for
-        pages: dict[str, _Page] = {}
-        for request in self._backlog_filters(start, None):
-            pages[await connection.relay.subscribe(request)] = _Page(request)
+        pages = await self._request_backlog(connection, status)
         seen_backlog: set[str] = set()
         # a relay that completed the handshake and then says nothing at all is left (and
         # one that goes silent later is ended by nostr-sdk's pings, after about a minute)
@@ -381,44 +375,75 @@ class RelayTap:
                 continue
             answer_by = None
             if isinstance(message, RelayMessageEnum.EVENT_MSG):
-                sub = message.subscription_id
-                if sub not in live and sub not in pages:
-                    continue
-                event = message.event
-                self._spool(event, status)
-                if sub in pages:
-                    key = event.id().to_hex()
-                    page = pages[sub]
-                    created = event.created_at().as_secs()
-                    page.oldest = created if page.oldest is None else min(page.oldest, created)
-                    if key not in seen_backlog:
-                        seen_backlog.add(key)
-                        page.new += 1
+                self._delivered(message, status, live, pages, seen_backlog)
             elif isinstance(message, RelayMessageEnum.END_OF_STORED_EVENTS):
                 sub = message.subscription_id
                 if sub in pages:
                     await self._next_page(connection, pages, sub)
-                    if not pages and not status.backlog_done:
-                        status.backlog_done = True
-                        self._changed(status, "backlog")
+                    self._backlog_read_if_done(pages, status)
             elif isinstance(message, RelayMessageEnum.CLOSED):
-                if message.subscription_id in live:
-                    raise RelayProblem(f"relay closed the live subscription: "
-                                        f"{message.message}")
-                if message.subscription_id in pages:
-                    complaints.note("closed_backlog", "closed a backlog request: "
-                                    f"{_shown(message.message)}; its stored events are "
-                                    "not read on this connection")
-                    del pages[message.subscription_id]
-                    if not pages and not status.backlog_done:
-                        status.backlog_done = True
-                        self._changed(status, "backlog")
+                self._closed(message, status, complaints, live, pages)
             elif isinstance(message, RelayMessageEnum.NOTICE):
                 complaints.note("notice", f"notice: {_shown(message.message)}")
             elif isinstance(message, RelayMessageEnum.AUTH):
                 complaints.note("auth", "asks to authenticate (AUTH "
                                 f"{_shown(message.challenge)}); the tap does not: what "
                                 "the relay keeps for authenticated clients is not read")
+
+    async def _request_backlog(self, connection: RelayConnection, status: _RelayStatus
+                               ) -> dict[str, _Page]:
+        """Ask for the first backlog page of each stored kind, from the relay's resume
+        point minus ``overlap``; returns the backlog chains by subscription id."""
+        newest = status.newest_stored
+        resume = self.since.get(status.url) if newest is None else newest
+        start = None if resume is None else max(0, resume - self.overlap)
+        # backlog chains: subscription id -> the page it asks for
+        pages: dict[str, _Page] = {}
+        for request in self._backlog_filters(start, None):
+            pages[await connection.relay.subscribe(request)] = _Page(request)
+        return pages
+
+    def _delivered(self, message: Any, status: _RelayStatus, live: set[str],
+                   pages: dict[str, _Page], seen_backlog: set[str]) -> None:
+        """Spool an event delivered on one of the tap's subscriptions (others are ignored);
+        one on a backlog page also moves the page's oldest time and counts as new there
+        when no earlier page brought it."""
+        sub = message.subscription_id
+        if sub not in live and sub not in pages:
+            return
+        event = message.event
+        self._spool(event, status)
+        if sub in pages:
+            key = event.id().to_hex()
+            page = pages[sub]
+            created = event.created_at().as_secs()
+            page.oldest = created if page.oldest is None else min(page.oldest, created)
+            if key not in seen_backlog:
+                seen_backlog.add(key)
+                page.new += 1
+
+    def _closed(self, message: Any, status: _RelayStatus, complaints: _Complaints,
+                live: set[str], pages: dict[str, _Page]) -> None:
+        """A relay closed a subscription: a live one fails the connection; a backlog one
+        is noted and its chain ends."""
+        from snap_spark.nostr.client import RelayProblem
+
+        if message.subscription_id in live:
+            raise RelayProblem(f"relay closed the live subscription: "
+                               f"{message.message}")
+        if message.subscription_id in pages:
+            complaints.note("closed_backlog", "closed a backlog request: "
+                            f"{_shown(message.message)}; its stored events are "
+                            "not read on this connection")
+            del pages[message.subscription_id]
+            self._backlog_read_if_done(pages, status)
+
+    def _backlog_read_if_done(self, pages: dict[str, _Page], status: _RelayStatus) -> None:
+        """Once no backlog chain is left, mark the relay's backlog read and report it (once
+        per connection)."""
+        if not pages and not status.backlog_done:
+            status.backlog_done = True
+            self._changed(status, "backlog")
 
     async def _next_page(self, connection: RelayConnection, pages: dict[str, _Page],
                          sub: str) -> None:

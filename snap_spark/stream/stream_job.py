@@ -70,11 +70,13 @@ from snap_spark.stream.landing import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from snap_spark.lake import Lake
     from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.ledger import FilePlan, LandedPiece, PartialLine
     from snap_spark.pipeline.task_tables import TasksFollower
+    from snap_spark.stream.progress import ProgressListener
 
 #: Delta app transaction id of a query's commits; the version is the micro-batch id.
 APP_ID_PREFIX = "snap-spark/stream/"
@@ -527,20 +529,9 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
-    from snap_spark.common.processes import current_owner
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.pipeline.batch_job import LANDED_TABLES, prepare_landing
-    from snap_spark.pipeline.land import LandSpec
     from snap_spark.pipeline.runs import clean_leftovers, run_marker
-    from snap_spark.pipeline.task_tables import TasksFollower
-    from snap_spark.runtime.preinit import warm_preinit
-    from snap_spark.runtime.streaming import configure_checkpoint_files, same_worker_environment
-    from snap_spark.stream.progress import BatchProgress, ProgressListener
-    from snap_spark.stream.replay_state import (
-        configure_state_store,
-        replay_verdicts,
-        state_buckets,
-    )
 
     settings = stream_settings(plan.settings, spark)
     started = time.monotonic()
@@ -548,6 +539,37 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     prepare_landing(plan.lake_dir)
     if plan.landing and storage.path_kind(plan.landing) != "dir":
         raise UsageError(f"--landing {plan.landing} is not a folder")
+    partitions = _configure_session(spark, plan)
+    staging = table_uri(storage.join(plan.lake_dir, "_staging", plan.run_id))
+    spec = _land_spec(plan, lake, staging, settings)
+    verdicts = _verdict_stream(spark, plan, spec, settings, staging, partitions)
+    stream = _prepare_query(spark, plan, lake, spec, settings, staging, verdicts, trigger)
+    stopped = False
+    try:
+        with run_marker(plan.lake_dir, plan.run_id), stop_on_signals(spark) as stop:
+            stream.run(stop)
+            stopped = True
+            stream.tasks.close()  # the last catch-up: the tables hold every committed report
+            stream.result.tasks_refreshed = stream.tasks.refreshed
+    finally:
+        if not stopped:  # an error on its way out: only stop the thread
+            with contextlib.suppress(BaseException):
+                stream.tasks.close(catch_up=False)
+        spark.streams.removeListener(stream.listener)
+        with contextlib.suppress(OSError):
+            storage.delete_tree(staging)
+    clean_leftovers(plan.lake_dir, LANDED_TABLES)
+    stream.result.seconds = time.monotonic() - started
+    return stream.result
+
+
+def _configure_session(spark: SparkSession, plan: StreamPlan) -> int:
+    """Set the session up for the stream (the replay state's store, the checkpoint's files,
+    the workers' Python, the shuffle partitions, no micro-batch without new input) and
+    return the number of partitions of the replay state."""
+    from snap_spark.runtime.streaming import configure_checkpoint_files, same_worker_environment
+    from snap_spark.stream.replay_state import configure_state_store
+
     configure_state_store(spark)
     configure_checkpoint_files(spark, plan.checkpoint)
     same_worker_environment(spark)
@@ -560,11 +582,29 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
     # timers (keys past their window are also dropped by the next batch that brings data),
     # and costs seconds of an available-now run.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    staging = table_uri(storage.join(plan.lake_dir, "_staging", plan.run_id))
-    spec = LandSpec(
+    return partitions
+
+
+def _land_spec(plan: StreamPlan, lake: Lake, staging: str, settings: VerifySettings
+               ) -> LandSpec:
+    """What the landing tasks of this run write with: the run's ingest id and time, the
+    ``raw_messages`` data root and the staging folder of its ``messages`` rows."""
+    from snap_spark.common.processes import current_owner
+    from snap_spark.pipeline.land import LandSpec
+
+    return LandSpec(
         ingest_id=plan.run_id, ingest_time_us=int(time.time() * 1_000_000), file_keys={},
         raw_root=lake.data_root(storage.join(plan.lake_dir, "raw_messages"), staging),
         staging=f"{staging}/messages", settings=settings, owner=current_owner())
+
+
+def _verdict_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec,
+                    settings: VerifySettings, staging: str, partitions: int) -> DataFrame:
+    """The streaming DataFrame of landed rows after the replay state, which decides the
+    replay candidates within the replay window."""
+    from snap_spark.runtime.preinit import warm_preinit
+    from snap_spark.stream.replay_state import replay_verdicts, state_buckets
+
     # landing mode: each bucket keeps its candidates in files under the run's staging.
     # Spark runs the replay state's init in a new interpreter at the query's start; in a
     # local session snap-spark built, a warm one does (snap_spark.runtime.preinit)
@@ -573,6 +613,66 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
         verdicts = replay_verdicts(candidates, settings.replay_window, plan.lateness,
                                    buckets=state_buckets(plan.checkpoint, partitions),
                                    candidates_dir=f"{staging}/candidates")
+    return verdicts
+
+
+@dataclass
+class _StreamQuery:
+    """One run's query, set up but not started: what it counts into, the thread that
+    catches the task tables up, its ``foreachBatch`` committer, its progress listener and
+    its writer."""
+
+    spark: SparkSession
+    plan: StreamPlan
+    lake: Lake
+    trigger: dict[str, Any]
+    result: StreamResult
+    tasks: TasksFollower
+    committer: BatchCommitter
+    listener: ProgressListener
+    writer: DataStreamWriter
+
+    def run(self, stop: StopRequest) -> None:
+        """Land what changed since an earlier run, start the task-tables thread, the query
+        and the landing watch, wait until the query ends or ``stop`` is set, stop the query
+        between micro-batches, and land what changed while it ran."""
+        # what grew or changed since an earlier run landed it (a restart)
+        self.land_changes("start")
+        self.tasks.start()
+        query = self.writer.start()
+        self.committer.follow_landing(query, self.trigger, self.listener)
+        plan = self.plan
+        log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
+            f"lake={plan.lake_dir} backend={self.lake.name}, checkpoint={plan.checkpoint}")
+        # until the query ends (available-now: its input is done; an error raises
+        # here) or a signal asks it to stop
+        while not stop.is_set() and not query.awaitTermination(1):
+            pass
+        if query.isActive:
+            log(f"stopping the stream ({stop.name}): the micro-batch under way, if "
+                "any, ends first, then the stop-time work; restart on the same "
+                "checkpoint to go on")
+            stop_query(self.spark, query, stop)
+        self.listener.flush(query)
+        # what grew or changed while this run went on (after its last micro-batch)
+        self.land_changes("stop")
+
+    def land_changes(self, when: str) -> None:
+        """Land what grew or changed in the landing folder, count it into the result and
+        report it to the listener as ``when`` (``start`` or ``stop``)."""
+        changes = self.committer.land_changes()
+        add_changes(self.result, changes, [])
+        self.listener.report_landing(when, changes)
+
+
+def _prepare_query(spark: SparkSession, plan: StreamPlan, lake: Lake, spec: LandSpec,
+                   settings: VerifySettings, staging: str, verdicts: DataFrame,
+                   trigger: dict[str, Any]) -> _StreamQuery:
+    """Set the run's query up over ``verdicts`` without starting it; its progress listener
+    is added to the session here."""
+    from snap_spark.pipeline.task_tables import TasksFollower
+    from snap_spark.stream.progress import BatchProgress, ProgressListener
+
     result = StreamResult()
     progress = BatchProgress()
     # the task tables are caught up on a thread of their own, after each micro-batch's
@@ -586,45 +686,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
               .option("checkpointLocation", plan.checkpoint)
               .queryName(f"snap-spark stream_verify {plan.run_id[:8]}")
               .trigger(**trigger))
-    stopped = False
-    try:
-        with run_marker(plan.lake_dir, plan.run_id), stop_on_signals(spark) as stop:
-            # what grew or changed since an earlier run landed it (a restart)
-            changes = committer.land_changes()
-            add_changes(result, changes, [])
-            listener.report_landing("start", changes)
-            tasks.start()
-            query = writer.start()
-            committer.follow_landing(query, trigger, listener)
-            log(f"stream started: query id {query.id}, run {plan.run_id[:8]}, "
-                f"lake={plan.lake_dir} backend={lake.name}, checkpoint={plan.checkpoint}")
-            # until the query ends (available-now: its input is done; an error raises
-            # here) or a signal asks it to stop
-            while not stop.is_set() and not query.awaitTermination(1):
-                pass
-            if query.isActive:
-                log(f"stopping the stream ({stop.name}): the micro-batch under way, if "
-                    "any, ends first, then the stop-time work; restart on the same "
-                    "checkpoint to go on")
-                stop_query(spark, query, stop)
-            listener.flush(query)
-            # what grew or changed while this run went on (after its last micro-batch)
-            changes = committer.land_changes()
-            add_changes(result, changes, [])
-            listener.report_landing("stop", changes)
-            stopped = True
-            tasks.close()  # the last catch-up: the tables hold every committed report
-            result.tasks_refreshed = tasks.refreshed
-    finally:
-        if not stopped:  # an error on its way out: only stop the thread
-            with contextlib.suppress(BaseException):
-                tasks.close(catch_up=False)
-        spark.streams.removeListener(listener)
-        with contextlib.suppress(OSError):
-            storage.delete_tree(staging)
-    clean_leftovers(plan.lake_dir, LANDED_TABLES)
-    result.seconds = time.monotonic() - started
-    return result
+    return _StreamQuery(spark, plan, lake, trigger, result, tasks, committer, listener, writer)
 
 
 class BatchCommitter:
