@@ -13,7 +13,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import orjson
 
@@ -100,6 +100,14 @@ _REQUIRED: Final[tuple[str, ...]] = (
 )  # fmt: skip
 _OVERFLOW_SENTINEL: Final = 1.2345678901234567e300
 _OVERFLOW_SENTINEL_TEXT: Final = orjson.dumps(_OVERFLOW_SENTINEL)
+#: Kinds whose line itself is broken (written by ``broken_line``).
+_BROKEN_KINDS: Final[tuple[str, ...]] = (
+    "not_json", "not_object", "invalid_utf8", "embedded_not_json",
+)  # fmt: skip
+
+#: Makes the message of one attack kind from ``(kind, request, any_message, now)``;
+#: ``None`` when there is no message to build it on.
+_Builder: TypeAlias = Callable[[str, Sent, Sent, int], "dict[str, Any] | None"]
 
 
 class Attacker:
@@ -131,6 +139,7 @@ class Attacker:
         for kind in kinds:
             total += _ATTACK_WEIGHTS[kind]
             self._cumulative.append(total)
+        self._builders = self._builder_table()
 
     def ready(self) -> bool:
         """Whether an attack can be written (there is a request to build it on)."""
@@ -200,110 +209,209 @@ class Attacker:
         request = self._pick(self.history.recent_requests)
         assert request is not None  # the pool is non-empty (checked by the caller)
         any_message = self._pick(self.history.recent) or request
-        message: Any
-        if kind == "tampered_payload":
-            message = self._fresh_copy(request, now)
-            message["payload"] = tampered_payload(rng, message["payload"])
-        elif kind == "tampered_timestamp":
-            message = self._fresh_copy(request, now)
-            message["timestamp"] += rng.choice((-1, 1)) * rng.randint(1, 20)
-        elif kind == "wrong_key":
-            message = self._fresh_copy(request, now, sign=False)
-            message["sig"] = self.signer.sign(message, self.cast.other_agent(request.sender).signer)
-        elif kind == "untweaked_key":
-            message = self._fresh_copy(request, now, sign=False)
-            message["sig"] = self.signer.sign(message, request.sender.raw_signer)
-        elif kind == "off_curve_key":
-            message = self._fresh_copy(request, now, sign=False)
-            message["from"] = off_curve_address(rng, request.sender.network)
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "unsigned_request":
-            message = self._fresh_copy(request, now, sign=False)
-        elif kind == "stale_timestamp":
-            message = self._fresh_copy(request, now, sign=False)
-            message["timestamp"] = now - rng.choice((61, rng.randint(61, 3600)))
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "future_timestamp":
-            message = self._fresh_copy(request, now, sign=False)
-            message["timestamp"] = now + rng.choice((61, rng.randint(61, 3600)))
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "boundary_drift_60":
-            message = self._fresh_copy(request, now, sign=False)
-            message["timestamp"] = now + rng.choice((-60, 60))
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "malformed_address":
-            message = self._fresh_copy(any_message, now)
-            target = "to" if "to" in message and rng.random() < 0.4 else "from"
-            message[target] = malformed_address(rng, message[target])
-        elif kind == "mixed_network":
-            base = self._pick(self.history.recent_requests, need_to=True) or self._pick(
-                self.history.recent, need_to=True
-            )
-            if base is None:  # only service calls so far: nothing to redirect
-                return []
-            message = self._fresh_copy(base, now, sign=False)
-            other: Network = "testnet" if base.sender.network == "mainnet" else "mainnet"
-            peers = self.cast.by_network[other]
-            message["to"] = rng.choice(peers).address if peers else self.cast.outsiders[other]
-            message["sig"] = self.signer.sign(message, base.sender.signer)
-        elif kind == "missing_field":
-            message = self._fresh_copy(any_message, now)
-            del message[rng.choice(_REQUIRED)]
-        elif kind == "wrong_type":
-            message = self._fresh_copy(any_message, now)
-            break_type(rng, message)
-        elif kind == "bad_id_pattern":
-            message = self._fresh_copy(request, now, sign=False)
-            message["id"] = rng.choice(
-                (
-                    f"msg@{rng.getrandbits(32):08x}",
-                    f"msg {rng.getrandbits(32):08x}",
-                    f"msg.{rng.getrandbits(32):08x}",
-                    f"msg/{rng.getrandbits(32):08x}",
-                    f"msg-ü{rng.getrandbits(32):08x}",
-                    "m" * 129,
-                )
-            )
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "uppercase_sig":
-            message = self._fresh_copy(request, now)
-            while message["sig"] == message["sig"].upper():  # pragma: no cover - 2^-128
-                message = self._fresh_copy(request, now)
-            message["sig"] = message["sig"].upper()
-        elif kind in ("deep_payload", "boundary_depth_10"):
-            levels = 11 if kind == "deep_payload" else 10
-            message = self._fresh_copy(request, now, sign=False)
-            message["payload"] = {**message["payload"], "context": nest(levels - 1)}
-            assert depth(message["payload"]) == levels
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "constraint_violation":
-            message = self._fresh_copy(request, now)
-            break_constraint(rng, message)
-        elif kind == "ecmascript_pattern":
-            message = self._fresh_copy(request, now, sign=False)
-            name, value = rng.choice(
-                (
-                    ("version", "٠.١"),  # Arabic-Indic digits: \d is ASCII in ECMAScript
-                    ("version", "１.０"),  # fullwidth digits
-                    ("version", "0.1\n"),  # $ does not match before a final newline
-                    ("id", f"{message['id']}\n"),
-                    ("method", f"{message['method']}\n"),
-                )
-            )
-            message[name] = value
-            message["sig"] = self.signer.sign(message, request.sender.signer)
-        elif kind == "number_overflow":
-            message = self._fresh_copy(any_message, now, sign=False)
-            message["payload"] = {**message["payload"], "metrics": {"value": _OVERFLOW_SENTINEL}}
+        build = self._builders.get(kind)
+        if build is None:  # pragma: no cover - every kind has a builder
+            raise AssertionError(kind)
+        message = build(kind, request, any_message, now)
+        if message is None:
+            return []
+        return [(self._line(kind, message, now, source, bare), kind, code)]
+
+    def _builder_table(self) -> dict[str, _Builder]:
+        """Which method makes the message of each attack kind that is built on a recent one."""
+        return {
+            "tampered_payload": self._tampered,
+            "tampered_timestamp": self._tampered,
+            "wrong_key": self._wrong_signer,
+            "untweaked_key": self._wrong_signer,
+            "off_curve_key": self._wrong_signer,
+            "unsigned_request": self._unsigned_request,
+            "stale_timestamp": self._bad_timestamp,
+            "future_timestamp": self._bad_timestamp,
+            "boundary_drift_60": self._bad_timestamp,
+            "malformed_address": self._malformed_address,
+            "mixed_network": self._mixed_network,
+            "missing_field": self._broken_field,
+            "wrong_type": self._broken_field,
+            "bad_id_pattern": self._bad_id_pattern,
+            "uppercase_sig": self._uppercase_sig,
+            "deep_payload": self._deep_payload,
+            "boundary_depth_10": self._deep_payload,
+            "constraint_violation": self._constraint_violation,
+            "ecmascript_pattern": self._ecmascript_pattern,
+            "number_overflow": self._number_overflow,
+            **{broken: self._broken_base for broken in _BROKEN_KINDS},
+        }
+
+    def _line(self, kind: str, message: dict[str, Any], now: int, source: str,
+              bare: bool) -> bytes:
+        """The written line of an attack message: an envelope (or a bare message), except for
+        the number overflow and the kinds that break the line itself."""
+        rng = self.rng
+        if kind == "number_overflow":
             line = envelope_line(rng, message, now, source, bare=bare)
             assert line.count(_OVERFLOW_SENTINEL_TEXT) == 1
-            return [(line.replace(_OVERFLOW_SENTINEL_TEXT, b"1e400"), kind, code)]
-        elif kind in ("not_json", "not_object", "invalid_utf8", "embedded_not_json"):
-            message = self._fresh_copy(any_message, now)
-            return [(broken_line(rng, kind, message, now, source, bare), kind, code)]
-        else:  # pragma: no cover - every kind is handled above
-            raise AssertionError(kind)
-        return [(envelope_line(rng, message, now, source, bare=bare), kind, code)]
+            return line.replace(_OVERFLOW_SENTINEL_TEXT, b"1e400")
+        if kind in _BROKEN_KINDS:
+            return broken_line(rng, kind, message, now, source, bare)
+        return envelope_line(rng, message, now, source, bare=bare)
+
+    def _tampered(self, kind: str, request: Sent, any_message: Sent,
+                  now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` whose payload or timestamp changes after signing."""
+        rng = self.rng
+        message = self._fresh_copy(request, now)
+        if kind == "tampered_payload":
+            message["payload"] = tampered_payload(rng, message["payload"])
+        else:
+            message["timestamp"] += rng.choice((-1, 1)) * rng.randint(1, 20)
+        return message
+
+    def _wrong_signer(self, kind: str, request: Sent, any_message: Sent,
+                      now: int) -> dict[str, Any]:
+        """A copy of ``request`` signed by another agent, by the untweaked key, or claiming an
+        address whose key is off the curve."""
+        message = self._fresh_copy(request, now, sign=False)
+        sender = request.sender
+        if kind == "wrong_key":
+            signer = self.cast.other_agent(sender).signer
+        elif kind == "untweaked_key":
+            signer = sender.raw_signer
+        else:
+            message["from"] = off_curve_address(self.rng, sender.network)
+            signer = sender.signer
+        message["sig"] = self.signer.sign(message, signer)
+        return message
+
+    def _unsigned_request(self, kind: str, request: Sent, any_message: Sent,
+                          now: int) -> dict[str, Any]:
+        """A copy of ``request`` without a signature."""
+        return self._fresh_copy(request, now, sign=False)
+
+    def _bad_timestamp(self, kind: str, request: Sent, any_message: Sent,
+                       now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` whose timestamp is too old, too far ahead, or exactly
+        60 s off."""
+        rng = self.rng
+        message = self._fresh_copy(request, now, sign=False)
+        if kind == "stale_timestamp":
+            message["timestamp"] = now - rng.choice((61, rng.randint(61, 3600)))
+        elif kind == "future_timestamp":
+            message["timestamp"] = now + rng.choice((61, rng.randint(61, 3600)))
+        else:
+            message["timestamp"] = now + rng.choice((-60, 60))
+        message["sig"] = self.signer.sign(message, request.sender.signer)
+        return message
+
+    def _malformed_address(self, kind: str, request: Sent, any_message: Sent,
+                           now: int) -> dict[str, Any]:
+        """A copy of any recent message with a broken ``from`` (or, sometimes, ``to``)."""
+        rng = self.rng
+        message = self._fresh_copy(any_message, now)
+        target = "to" if "to" in message and rng.random() < 0.4 else "from"
+        message[target] = malformed_address(rng, message[target])
+        return message
+
+    def _mixed_network(self, kind: str, request: Sent, any_message: Sent,
+                       now: int) -> dict[str, Any] | None:
+        """A signed copy of a message with a ``to``, redirected to the other network."""
+        base = self._pick(self.history.recent_requests, need_to=True) or self._pick(
+            self.history.recent, need_to=True
+        )
+        if base is None:  # only service calls so far: nothing to redirect
+            return None
+        message = self._fresh_copy(base, now, sign=False)
+        other: Network = "testnet" if base.sender.network == "mainnet" else "mainnet"
+        peers = self.cast.by_network[other]
+        message["to"] = self.rng.choice(peers).address if peers else self.cast.outsiders[other]
+        message["sig"] = self.signer.sign(message, base.sender.signer)
+        return message
+
+    def _broken_field(self, kind: str, request: Sent, any_message: Sent,
+                      now: int) -> dict[str, Any]:
+        """A copy of any recent message with a required field removed or of the wrong type."""
+        message = self._fresh_copy(any_message, now)
+        if kind == "missing_field":
+            del message[self.rng.choice(_REQUIRED)]
+        else:
+            break_type(self.rng, message)
+        return message
+
+    def _bad_id_pattern(self, kind: str, request: Sent, any_message: Sent,
+                        now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` whose id breaks the id pattern."""
+        rng = self.rng
+        message = self._fresh_copy(request, now, sign=False)
+        message["id"] = rng.choice(
+            (
+                f"msg@{rng.getrandbits(32):08x}",
+                f"msg {rng.getrandbits(32):08x}",
+                f"msg.{rng.getrandbits(32):08x}",
+                f"msg/{rng.getrandbits(32):08x}",
+                f"msg-ü{rng.getrandbits(32):08x}",
+                "m" * 129,
+            )
+        )
+        message["sig"] = self.signer.sign(message, request.sender.signer)
+        return message
+
+    def _uppercase_sig(self, kind: str, request: Sent, any_message: Sent,
+                       now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` whose signature is written in upper-case hex."""
+        message = self._fresh_copy(request, now)
+        while message["sig"] == message["sig"].upper():  # pragma: no cover - 2^-128
+            message = self._fresh_copy(request, now)
+        message["sig"] = message["sig"].upper()
+        return message
+
+    def _deep_payload(self, kind: str, request: Sent, any_message: Sent,
+                      now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` whose payload nests 11 levels deep (10 at the
+        boundary)."""
+        levels = 11 if kind == "deep_payload" else 10
+        message = self._fresh_copy(request, now, sign=False)
+        message["payload"] = {**message["payload"], "context": nest(levels - 1)}
+        assert depth(message["payload"]) == levels
+        message["sig"] = self.signer.sign(message, request.sender.signer)
+        return message
+
+    def _constraint_violation(self, kind: str, request: Sent, any_message: Sent,
+                              now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` that breaks one of the schema's constraints."""
+        message = self._fresh_copy(request, now)
+        break_constraint(self.rng, message)
+        return message
+
+    def _ecmascript_pattern(self, kind: str, request: Sent, any_message: Sent,
+                            now: int) -> dict[str, Any]:
+        """A signed copy of ``request`` with a value that only a non-ECMAScript regex
+        accepts."""
+        message = self._fresh_copy(request, now, sign=False)
+        name, value = self.rng.choice(
+            (
+                ("version", "٠.١"),  # Arabic-Indic digits: \d is ASCII in ECMAScript
+                ("version", "１.０"),  # fullwidth digits
+                ("version", "0.1\n"),  # $ does not match before a final newline
+                ("id", f"{message['id']}\n"),
+                ("method", f"{message['method']}\n"),
+            )
+        )
+        message[name] = value
+        message["sig"] = self.signer.sign(message, request.sender.signer)
+        return message
+
+    def _number_overflow(self, kind: str, request: Sent, any_message: Sent,
+                         now: int) -> dict[str, Any]:
+        """An unsigned copy of any recent message carrying a placeholder number, which
+        :meth:`_line` swaps for one no double holds."""
+        message = self._fresh_copy(any_message, now, sign=False)
+        message["payload"] = {**message["payload"], "metrics": {"value": _OVERFLOW_SENTINEL}}
+        return message
+
+    def _broken_base(self, kind: str, request: Sent, any_message: Sent,
+                     now: int) -> dict[str, Any]:
+        """A copy of any recent message, for :meth:`_line` to write as a broken line."""
+        return self._fresh_copy(any_message, now)
 
     def _schedule_replay(self, kind: str, now: int) -> None:
         """Queue an exact copy of an accepted message for a later receipt time."""

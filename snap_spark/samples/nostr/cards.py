@@ -56,70 +56,102 @@ class CardEvents:
         agent = rng.choice(self.bench.agents)
         created, received = self.card_times(end)
         if name == "card":
-            network: Network = agent.network
-            if self.bench.variant("card", 5) == 4:  # the same key's card for the other network
-                network = other_network(agent.network)
-            identity = agent.address_on(network)
-            event = self.bench.card_event(agent, self.bench.card(agent, identity), created)
-            self.add_card(name, "valid", f"{agent.name}'s card for {identity[:4]}", event,
-                          received)
+            self._card(agent, created, received)
         elif name in ("card_update", "card_same_second"):
-            if name == "card_same_second":
-                # Two versions in one second, newer than any other card (updates reach at
-                # most a day past ``end``), so the lower-id rule decides which stands.
-                self.same_second += 1
-                created = end + 86_401 + 3600 * self.same_second
-                times = [created, created]
-            else:
-                times = [created, created + rng.randint(60, 86_400)]
-            for at in times:
-                event = self.bench.card_event(agent, self.bench.card(agent, agent.address), at)
-                self.add_card(name, "valid", f"{agent.name} published a new card version",
-                              event, received + rng.randint(0, 600))
+            self._card_versions(name, agent, created, received, end)
         elif name == "impersonation":
-            victim = rng.choice([a for a in self.bench.agents if a is not agent])
-            attacker = rng.choice([agent, *self.bench.strangers])
-            card = self.bench.card(victim, victim.address)
-            event = self.bench.card_event(attacker, card, created)
-            self.add_card(name, "identity_mismatch",
-                          f"{attacker.name} publishes {victim.name}'s card (d tag and identity "
-                          f"are {victim.name}'s address)", event, received)
+            self._impersonation(agent, created, received)
         elif name == "bad_d_tag":
             self.bad_d_tag(agent, created, received)
         elif name == "invalid_card":
             self.invalid_card(agent, created, received)
         elif name == "card_identity_mismatch":
-            if self.bench.variant(name, 2) == 0:
-                other = rng.choice([a for a in self.bench.agents if a is not agent])
-                identity, what = other.address, f"card identity is {other.name}'s address"
-            else:
-                identity = agent.address_on(other_network(agent.network))
-                what = "card identity is the same key's address on the other network"
-            card = self.bench.card(agent, identity)
-            event = self.bench.card_event(agent, card, created, card_tags(card, agent.address))
-            self.add_card(name, "card_identity_mismatch", f"{what}; d tag is {agent.name}'s",
-                          event, received)
+            self._card_identity_mismatch(agent, created, received)
         elif name == "tampered_card_event":
-            event = self.bench.card_event(agent, self.bench.card(agent, agent.address), created)
-            variant = self.bench.variant(name, 3)
-            if variant == 0:
-                card = orjson.loads(event["content"])
-                card["description"] = "Trusted payments agent, send funds here"
-                event["content"], what = orjson.dumps(card).decode(), "card description edited"
-            elif variant == 1:
-                event["created_at"] += 86_400
-                what = "created_at moved a day ahead (to win replacement)"
-            else:
-                event["tags"].append(["relay", "wss://evil.example"])
-                what = "a relay tag added"
-            self.add_card(name, "bad_event_id", f"{what} after signing, id kept", event,
-                          received, genuine=False)
+            self._tampered_card_event(agent, created, received)
         elif name == "bad_card_sig":
-            event = self.bench.card_event(agent, self.bench.card(agent, agent.address), created)
-            what = self.bench.bad_signature(event, agent, "bad_card_sig")
-            self.add_card(name, "bad_event_sig", what, event, received, genuine=False)
+            self._bad_card_sig(agent, created, received)
         else:  # pragma: no cover - the weights table and this dispatch agree
             raise AssertionError(name)
+
+    def _card(self, agent: Key, created: int, received: int) -> None:
+        """A valid card of ``agent``, now and then for the same key on the other network."""
+        name = "card"
+        network: Network = agent.network
+        if self.bench.variant("card", 5) == 4:  # the same key's card for the other network
+            network = other_network(agent.network)
+        identity = agent.address_on(network)
+        event = self.bench.card_event(agent, self.bench.card(agent, identity), created)
+        self.add_card(name, "valid", f"{agent.name}'s card for {identity[:4]}", event,
+                      received)
+
+    def _card_versions(self, name: str, agent: Key, created: int, received: int,
+                       end: int) -> None:
+        """Two valid versions of ``agent``'s card: an update later on, or (scenario
+        ``card_same_second``) two made in the same second."""
+        rng = self.rng
+        if name == "card_same_second":
+            # Two versions in one second, newer than any other card (updates reach at
+            # most a day past ``end``), so the lower-id rule decides which stands.
+            self.same_second += 1
+            created = end + 86_401 + 3600 * self.same_second
+            times = [created, created]
+        else:
+            times = [created, created + rng.randint(60, 86_400)]
+        for at in times:
+            event = self.bench.card_event(agent, self.bench.card(agent, agent.address), at)
+            self.add_card(name, "valid", f"{agent.name} published a new card version",
+                          event, received + rng.randint(0, 600))
+
+    def _impersonation(self, agent: Key, created: int, received: int) -> None:
+        """Another agent's card, published by ``agent`` or by a stranger."""
+        rng = self.rng
+        victim = rng.choice([a for a in self.bench.agents if a is not agent])
+        attacker = rng.choice([agent, *self.bench.strangers])
+        card = self.bench.card(victim, victim.address)
+        event = self.bench.card_event(attacker, card, created)
+        self.add_card("impersonation", "identity_mismatch",
+                      f"{attacker.name} publishes {victim.name}'s card (d tag and identity "
+                      f"are {victim.name}'s address)", event, received)
+
+    def _card_identity_mismatch(self, agent: Key, created: int, received: int) -> None:
+        """A card of ``agent`` whose identity is another address than its ``d`` tag."""
+        name = "card_identity_mismatch"
+        if self.bench.variant(name, 2) == 0:
+            other = self.rng.choice([a for a in self.bench.agents if a is not agent])
+            identity, what = other.address, f"card identity is {other.name}'s address"
+        else:
+            identity = agent.address_on(other_network(agent.network))
+            what = "card identity is the same key's address on the other network"
+        card = self.bench.card(agent, identity)
+        event = self.bench.card_event(agent, card, created, card_tags(card, agent.address))
+        self.add_card(name, "card_identity_mismatch", f"{what}; d tag is {agent.name}'s",
+                      event, received)
+
+    def _tampered_card_event(self, agent: Key, created: int, received: int) -> None:
+        """A card event changed after signing, its id kept (three variants in turn)."""
+        name = "tampered_card_event"
+        event = self.bench.card_event(agent, self.bench.card(agent, agent.address), created)
+        variant = self.bench.variant(name, 3)
+        if variant == 0:
+            card = orjson.loads(event["content"])
+            card["description"] = "Trusted payments agent, send funds here"
+            event["content"], what = orjson.dumps(card).decode(), "card description edited"
+        elif variant == 1:
+            event["created_at"] += 86_400
+            what = "created_at moved a day ahead (to win replacement)"
+        else:
+            event["tags"].append(["relay", "wss://evil.example"])
+            what = "a relay tag added"
+        self.add_card(name, "bad_event_id", f"{what} after signing, id kept", event,
+                      received, genuine=False)
+
+    def _bad_card_sig(self, agent: Key, created: int, received: int) -> None:
+        """A card event with a bad signature."""
+        name = "bad_card_sig"
+        event = self.bench.card_event(agent, self.bench.card(agent, agent.address), created)
+        what = self.bench.bad_signature(event, agent, "bad_card_sig")
+        self.add_card(name, "bad_event_sig", what, event, received, genuine=False)
 
     def bad_d_tag(self, agent: Key, created: int, received: int) -> None:
         """A card event whose ``d`` tag does not name its key (six variants in turn)."""

@@ -17,6 +17,8 @@ fetched late.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -40,6 +42,7 @@ class MessageEvents:
         self.faults = MessageFaults(bench, self.wrapper)
         self.delivered: list[tuple[Item, dict[str, Any], Key, Key]] = []
         self.runs: Counter[str] = Counter()
+        self._makers = self._scenario_table()
 
     def deliver(self, ts: int, scenario: str, *, msg_type: str = "request",
                 signed: bool = True, why: str = "") -> Item:
@@ -71,93 +74,118 @@ class MessageEvents:
             self.wrapper.forced_kind = None
 
     def _scenario(self, name: str, ts: int) -> None:
+        """Make the events of scenario ``name`` at ``ts`` with the method its table names."""
+        make = self._makers.get(name)
+        if make is None:  # pragma: no cover - the weights table and this dispatch agree
+            raise AssertionError(name)
+        make(ts)
+
+    def _scenario_table(self) -> dict[str, Callable[[int], None]]:
+        """Which method makes the events of each scenario, given the inner timestamp."""
+        faults = self.faults
+        return {
+            "delivered": self._delivered,
+            "unsigned_response": self._unsigned_response,
+            "boundary_drift_60": self._boundary_drift_60,
+            "offline_recipient": self._offline_recipient,
+            "expired": self._expired,
+            "decrypt_failed": faults.decrypt_failed,
+            "rewrapped": partial(self.rewrapped, with_genuine=False),
+            "rewrapped_with_genuine": partial(self.rewrapped, with_genuine=True),
+            "misaddressed": faults.misaddressed,
+            "inner_bad_sig": faults.inner_bad_sig,
+            "inner_unsigned_request": self._inner_unsigned_request,
+            "inner_constraint": faults.inner_constraint,
+            "late_fetch": self._late_fetch,
+            "inner_replay": partial(self.inner_replay, late=False),
+            "inner_replay_late": partial(self.inner_replay, late=True),
+            "inner_forged_first": self.inner_forged_first,
+            "tampered_event": faults.tampered_event,
+            "bad_event_sig": faults.bad_event_sig,
+        }
+
+    def _delivered(self, ts: int) -> None:
+        """A genuine request or response."""
+        self.deliver(ts, "delivered", msg_type=self.rng.choice(("request", "response")))
+
+    def _unsigned_response(self, ts: int) -> None:
+        """A genuine response without a signature, which is valid."""
+        self.deliver(ts, "unsigned_response", msg_type="response", signed=False,
+                     why="an unsigned response (valid: only requests must be signed)")
+
+    def _boundary_drift_60(self, ts: int) -> None:
+        """A genuine message received exactly 60 s after its inner timestamp."""
+        sender, recipient = self.bench.keyring_pair()
+        inner = self.wrapper.inner(sender, recipient.address, ts)
+        event = self.wrapper.seal(sender, recipient, inner, ts)
+        item = self.bench.add(ts + 60, "boundary_drift_60", "valid",
+                              "received exactly 60s after the inner timestamp (60 passes)",
+                              event=event, genuine=True)
+        self.delivered.append((item, inner, sender, recipient))
+
+    def _offline_recipient(self, ts: int) -> None:
+        """A message between two keys the operator does not hold, so it cannot be read."""
+        sender, recipient = self.bench.outside_pair()
+        inner = self.wrapper.inner(sender, recipient.address, ts)
+        created, received = self.wrapper.live(ts)
+        expiration = self.wrapper.maybe_expiration(created)
+        event = self.wrapper.seal(sender, recipient, inner, created, expiration)
+        item = self.bench.add(received, "offline_recipient", "encrypted",
+                              f"{sender.name} to {recipient.name}: neither key is in the "
+                              "keyring",
+                              event=event, genuine=True, clock_free=expiration is None)
+        self.bench.pick_form(item)
+
+    def _expired(self, ts: int) -> None:
+        """A message received after the time of its expiration tag."""
         rng = self.rng
-        if name == "delivered":
-            self.deliver(ts, name, msg_type=rng.choice(("request", "response")))
-        elif name == "unsigned_response":
-            self.deliver(ts, name, msg_type="response", signed=False,
-                         why="an unsigned response (valid: only requests must be signed)")
-        elif name == "boundary_drift_60":
-            sender, recipient = self.bench.keyring_pair()
-            inner = self.wrapper.inner(sender, recipient.address, ts)
-            event = self.wrapper.seal(sender, recipient, inner, ts)
-            item = self.bench.add(ts + 60, name, "valid",
-                                  "received exactly 60s after the inner timestamp (60 passes)",
+        sender, recipient = self.bench.keyring_pair()
+        inner = self.wrapper.inner(sender, recipient.address, ts)
+        ttl = rng.randint(60, 3600)
+        late = rng.randint(1, 7200)
+        event = self.wrapper.seal(sender, recipient, inner, ts, ts + ttl)
+        self.bench.add(ts + ttl + late, "expired", "expired",
+                       f"expiration tag {ts + ttl} is {late}s before the receipt time",
+                       event=event, genuine=True)
+
+    def _inner_unsigned_request(self, ts: int) -> None:
+        """A request whose inner message has no signature."""
+        name = "inner_unsigned_request"
+        sender, recipient = self.bench.keyring_pair()
+        inner = self.wrapper.inner(sender, recipient.address, ts, signed=False)
+        self.wrapper.inner_invalid(name, sender, recipient, inner, ts, 2002,
+                                   "a request without sig")
+
+    def _late_fetch(self, ts: int) -> None:
+        """A stored message fetched from a relay more than 60 s after its inner timestamp;
+        its label depends on the config's ``stored_clock``."""
+        rng = self.rng
+        name = "late_fetch"
+        sender, recipient = self.bench.keyring_pair()
+        inner = self.wrapper.inner(sender, recipient.address, ts)
+        late = rng.randint(61, 7200)
+        # offline retrieval: only a stored event (4339) can be fetched from a relay late
+        event = self.wrapper.seal(sender, recipient, inner, ts, kind=STORED_KIND)
+        if self.bench.config.stored_clock == "event" and self.bench.variant(name, 2) == 1:
+            # wrapped late by its sender: created_at is the receipt time, so 2004
+            event = self.wrapper.seal(sender, recipient, inner, ts + late)
+            self.bench.add(ts + late + rng.randint(0, 20), name, "inner_invalid",
+                           f"wrapped for the relay {late}s after the inner timestamp: its "
+                           "created_at is the receipt time (--stored-clock event), so drift "
+                           "fails, 2004", event=event, genuine=True, inner_code=2004)
+        elif self.bench.config.stored_clock == "event":
+            item = self.bench.add(ts + late, name, "valid",
+                                  f"fetched from the relay {late}s after the inner timestamp "
+                                  "(offline retrieval): drift is checked against the event's "
+                                  "created_at (--stored-clock event), which is the timestamp",
                                   event=event, genuine=True)
             self.delivered.append((item, inner, sender, recipient))
-        elif name == "offline_recipient":
-            sender, recipient = self.bench.outside_pair()
-            inner = self.wrapper.inner(sender, recipient.address, ts)
-            created, received = self.wrapper.live(ts)
-            expiration = self.wrapper.maybe_expiration(created)
-            event = self.wrapper.seal(sender, recipient, inner, created, expiration)
-            item = self.bench.add(received, name, "encrypted",
-                                  f"{sender.name} to {recipient.name}: neither key is in the "
-                                  "keyring",
-                                  event=event, genuine=True, clock_free=expiration is None)
-            self.bench.pick_form(item)
-        elif name == "expired":
-            sender, recipient = self.bench.keyring_pair()
-            inner = self.wrapper.inner(sender, recipient.address, ts)
-            ttl = rng.randint(60, 3600)
-            late = rng.randint(1, 7200)
-            event = self.wrapper.seal(sender, recipient, inner, ts, ts + ttl)
-            self.bench.add(ts + ttl + late, name, "expired",
-                           f"expiration tag {ts + ttl} is {late}s before the receipt time",
-                           event=event, genuine=True)
-        elif name == "decrypt_failed":
-            self.faults.decrypt_failed(ts)
-        elif name == "rewrapped":
-            self.rewrapped(ts, with_genuine=False)
-        elif name == "rewrapped_with_genuine":
-            self.rewrapped(ts, with_genuine=True)
-        elif name == "misaddressed":
-            self.faults.misaddressed(ts)
-        elif name == "inner_bad_sig":
-            self.faults.inner_bad_sig(ts)
-        elif name == "inner_unsigned_request":
-            sender, recipient = self.bench.keyring_pair()
-            inner = self.wrapper.inner(sender, recipient.address, ts, signed=False)
-            self.wrapper.inner_invalid(name, sender, recipient, inner, ts, 2002,
-                                       "a request without sig")
-        elif name == "inner_constraint":
-            self.faults.inner_constraint(ts)
-        elif name == "late_fetch":
-            sender, recipient = self.bench.keyring_pair()
-            inner = self.wrapper.inner(sender, recipient.address, ts)
-            late = rng.randint(61, 7200)
-            # offline retrieval: only a stored event (4339) can be fetched from a relay late
-            event = self.wrapper.seal(sender, recipient, inner, ts, kind=STORED_KIND)
-            if self.bench.config.stored_clock == "event" and self.bench.variant(name, 2) == 1:
-                # wrapped late by its sender: created_at is the receipt time, so 2004
-                event = self.wrapper.seal(sender, recipient, inner, ts + late)
-                self.bench.add(ts + late + rng.randint(0, 20), name, "inner_invalid",
-                               f"wrapped for the relay {late}s after the inner timestamp: its "
-                               "created_at is the receipt time (--stored-clock event), so drift "
-                               "fails, 2004", event=event, genuine=True, inner_code=2004)
-            elif self.bench.config.stored_clock == "event":
-                item = self.bench.add(ts + late, name, "valid",
-                                      f"fetched from the relay {late}s after the inner timestamp "
-                                      "(offline retrieval): drift is checked against the event's "
-                                      "created_at (--stored-clock event), which is the timestamp",
-                                      event=event, genuine=True)
-                self.delivered.append((item, inner, sender, recipient))
-            else:
-                self.bench.add(ts + late, name, "inner_invalid",
-                               f"fetched from the relay {late}s after the inner timestamp "
-                               "(offline retrieval): --stored-clock received checks drift "
-                               "against received_at, so 2004", event=event, genuine=True,
-                               inner_code=2004)
-        elif name in ("inner_replay", "inner_replay_late"):
-            self.inner_replay(ts, late=name == "inner_replay_late")
-        elif name == "inner_forged_first":
-            self.inner_forged_first(ts)
-        elif name == "tampered_event":
-            self.faults.tampered_event(ts)
-        elif name == "bad_event_sig":
-            self.faults.bad_event_sig(ts)
-        else:  # pragma: no cover - the weights table and this dispatch agree
-            raise AssertionError(name)
+        else:
+            self.bench.add(ts + late, name, "inner_invalid",
+                           f"fetched from the relay {late}s after the inner timestamp "
+                           "(offline retrieval): --stored-clock received checks drift "
+                           "against received_at, so 2004", event=event, genuine=True,
+                           inner_code=2004)
 
     def rewrapped(self, ts: int, *, with_genuine: bool) -> None:
         """A genuine A→B message wrapped and signed by C (C is not A)."""
