@@ -210,19 +210,35 @@ def _signatures_section(summary: Mapping[str, Any], senders: Mapping[str, Any],
         + _absent(summary, "messages"))
 
 
+def _tasks_counts(tasks: Mapping[str, Any]) -> str:
+    """The paragraph counting tasks, state reports, illegal transitions and foreign
+    reports; empty when the task figures are absent."""
+    if "tasks" not in tasks and "reports" not in tasks:
+        return ""
+    return (f"<p>{tasks.get('tasks', 0):,} tasks; {tasks.get('reports', 0):,} state reports, "
+            f"of which {tasks.get('illegal_transitions', 0):,} illegal transitions and "
+            f"{tasks.get('foreign_reports', 0):,} from someone other than the task's "
+            "owner.</p>")
+
+
+def _directory_counts(agents: Mapping[str, Any]) -> str:
+    """The paragraph counting the directory's identities and the window's new identities,
+    updated cards and impersonation attempts; empty when the agent figures are absent."""
+    if "per_identity" not in agents:
+        return ""
+    return (f"<p>{agents.get('identities', 0):,} identities in the directory; in the window "
+            f"{agents['new_identities']:,} new, {agents['updated_cards']:,} updated cards, "
+            f"{agents['impersonation_attempts']:,} impersonation attempts against "
+            f"{agents['identities_impersonated']:,} identities.</p>")
+
+
 def _tasks_section(summary: Mapping[str, Any], tasks: Mapping[str, Any],
                    charts: Mapping[str, bytes]) -> str:
     """The tasks section: task and report counts, the tasks chart and the tasks with the
     most anomalies."""
-    task_text = ""
-    if "tasks" in tasks or "reports" in tasks:
-        task_text = (f"<p>{tasks.get('tasks', 0):,} tasks; {tasks.get('reports', 0):,} state "
-                     f"reports, of which {tasks.get('illegal_transitions', 0):,} illegal "
-                     f"transitions and {tasks.get('foreign_reports', 0):,} from someone other "
-                     "than the task's owner.</p>")
     return _section(
         "tasks", "Task states and illegal transitions",
-        task_text + _img(charts["tasks.png"], "tasks by state and illegal transitions")
+        _tasks_counts(tasks) + _img(charts["tasks.png"], "tasks by state and illegal transitions")
         + "<h3>Tasks with the most anomalies</h3>"
         + _table(["task", "illegal transitions", "foreign reports", "message ids"],
                  ([f"<code>{_e(r['task_id'])}</code>", r["illegal"], r["foreign"],
@@ -235,16 +251,9 @@ def _agents_section(summary: Mapping[str, Any], agents: Mapping[str, Any],
                     charts: Mapping[str, bytes]) -> str:
     """The agent directory section: new and updated identities, impersonation attempts,
     and the Nostr events by verdict."""
-    agent_text = ""
-    if "per_identity" in agents:
-        agent_text = (f"<p>{agents.get('identities', 0):,} identities in the directory; in the "
-                      f"window {agents['new_identities']:,} new, {agents['updated_cards']:,} "
-                      f"updated cards, {agents['impersonation_attempts']:,} impersonation "
-                      f"attempts against {agents['identities_impersonated']:,} identities."
-                      "</p>")
     return _section(
         "agents", "Agent directory changes",
-        agent_text + _img(charts["agent_directory.png"], "agent directory changes")
+        _directory_counts(agents) + _img(charts["agent_directory.png"], "agent directory changes")
         + _table(["identity", "new", "updated", "impersonation attempts", "card events"],
                  ([_addr(r["identity"]), r["new"], r["updated"], r["impersonations"],
                    _ids(r["examples"])] for r in agents.get("per_identity") or []),

@@ -219,29 +219,20 @@ class Attacker:
 
     def _builder_table(self) -> dict[str, _Builder]:
         """Which method makes the message of each attack kind that is built on a recent one."""
-        return {
-            "tampered_payload": self._tampered,
-            "tampered_timestamp": self._tampered,
-            "wrong_key": self._wrong_signer,
-            "untweaked_key": self._wrong_signer,
-            "off_curve_key": self._wrong_signer,
-            "unsigned_request": self._unsigned_request,
-            "stale_timestamp": self._bad_timestamp,
-            "future_timestamp": self._bad_timestamp,
-            "boundary_drift_60": self._bad_timestamp,
-            "malformed_address": self._malformed_address,
-            "mixed_network": self._mixed_network,
-            "missing_field": self._broken_field,
-            "wrong_type": self._broken_field,
-            "bad_id_pattern": self._bad_id_pattern,
-            "uppercase_sig": self._uppercase_sig,
-            "deep_payload": self._deep_payload,
-            "boundary_depth_10": self._deep_payload,
-            "constraint_violation": self._constraint_violation,
-            "ecmascript_pattern": self._ecmascript_pattern,
-            "number_overflow": self._number_overflow,
-            **{broken: self._broken_base for broken in _BROKEN_KINDS},
-        }
+        groups: tuple[tuple[_Builder, tuple[str, ...]], ...] = (
+            (self._tampered, ("tampered_payload", "tampered_timestamp")),
+            (self._wrong_signer, ("wrong_key", "untweaked_key", "off_curve_key")),
+            (self._bad_timestamp, ("stale_timestamp", "future_timestamp", "boundary_drift_60")),
+            (self._broken_field, ("missing_field", "wrong_type")),
+            (self._deep_payload, ("deep_payload", "boundary_depth_10")),
+            (self._broken_base, _BROKEN_KINDS),
+        )
+        # a kind with a builder of its own: the builder is named after it
+        alone = ("unsigned_request", "malformed_address", "mixed_network", "bad_id_pattern",
+                 "uppercase_sig", "constraint_violation", "ecmascript_pattern",
+                 "number_overflow")
+        return {**{kind: builder for builder, kinds in groups for kind in kinds},
+                **{kind: getattr(self, f"_{kind}") for kind in alone}}
 
     def _line(self, kind: str, message: dict[str, Any], now: int, source: str,
               bare: bool) -> bytes:

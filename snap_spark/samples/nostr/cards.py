@@ -55,24 +55,14 @@ class CardEvents:
         rng = self.rng
         agent = rng.choice(self.bench.agents)
         created, received = self.card_times(end)
-        if name == "card":
-            self._card(agent, created, received)
-        elif name in ("card_update", "card_same_second"):
+        if name in ("card_update", "card_same_second"):
             self._card_versions(name, agent, created, received, end)
-        elif name == "impersonation":
-            self._impersonation(agent, created, received)
-        elif name == "bad_d_tag":
-            self.bad_d_tag(agent, created, received)
-        elif name == "invalid_card":
-            self.invalid_card(agent, created, received)
-        elif name == "card_identity_mismatch":
-            self._card_identity_mismatch(agent, created, received)
-        elif name == "tampered_card_event":
-            self._tampered_card_event(agent, created, received)
-        elif name == "bad_card_sig":
-            self._bad_card_sig(agent, created, received)
-        else:  # pragma: no cover - the weights table and this dispatch agree
+            return
+        # every other scenario is made by the method named after it
+        make = getattr(self, f"_{name}", None)
+        if make is None:  # pragma: no cover - the weights table and the methods agree
             raise AssertionError(name)
+        make(agent, created, received)
 
     def _card(self, agent: Key, created: int, received: int) -> None:
         """A valid card of ``agent``, now and then for the same key on the other network."""
@@ -153,7 +143,7 @@ class CardEvents:
         what = self.bench.bad_signature(event, agent, "bad_card_sig")
         self.add_card(name, "bad_event_sig", what, event, received, genuine=False)
 
-    def bad_d_tag(self, agent: Key, created: int, received: int) -> None:
+    def _bad_d_tag(self, agent: Key, created: int, received: int) -> None:
         """A card event whose ``d`` tag does not name its key (six variants in turn)."""
         card = self.bench.card(agent, agent.address)
         tags = card_tags(card, agent.address)
@@ -182,7 +172,7 @@ class CardEvents:
         self.add_card(f"bad_d_tag/{variant}", "identity_mismatch", f"{agent.name}: {what}",
                       event, received)
 
-    def invalid_card(self, agent: Key, created: int, received: int) -> None:
+    def _invalid_card(self, agent: Key, created: int, received: int) -> None:
         """A correctly signed card event whose card the schema refuses."""
         card = self.bench.card(agent, agent.address)
         tags = card_tags(card, agent.address)

@@ -82,26 +82,20 @@ class MessageEvents:
 
     def _scenario_table(self) -> dict[str, Callable[[int], None]]:
         """Which method makes the events of each scenario, given the inner timestamp."""
-        faults = self.faults
+        # the faults of the message itself: MessageFaults' methods of the same names
+        faulty = ("decrypt_failed", "misaddressed", "inner_bad_sig", "inner_constraint",
+                  "tampered_event", "bad_event_sig")
+        # the others made here, each by the method named after it
+        own = ("delivered", "unsigned_response", "boundary_drift_60", "offline_recipient",
+               "expired", "inner_unsigned_request", "late_fetch")
         return {
-            "delivered": self._delivered,
-            "unsigned_response": self._unsigned_response,
-            "boundary_drift_60": self._boundary_drift_60,
-            "offline_recipient": self._offline_recipient,
-            "expired": self._expired,
-            "decrypt_failed": faults.decrypt_failed,
+            **{name: getattr(self.faults, name) for name in faulty},
+            **{name: getattr(self, f"_{name}") for name in own},
             "rewrapped": partial(self.rewrapped, with_genuine=False),
             "rewrapped_with_genuine": partial(self.rewrapped, with_genuine=True),
-            "misaddressed": faults.misaddressed,
-            "inner_bad_sig": faults.inner_bad_sig,
-            "inner_unsigned_request": self._inner_unsigned_request,
-            "inner_constraint": faults.inner_constraint,
-            "late_fetch": self._late_fetch,
             "inner_replay": partial(self.inner_replay, late=False),
             "inner_replay_late": partial(self.inner_replay, late=True),
             "inner_forged_first": self.inner_forged_first,
-            "tampered_event": faults.tampered_event,
-            "bad_event_sig": faults.bad_event_sig,
         }
 
     def _delivered(self, ts: int) -> None:

@@ -7,8 +7,9 @@ the verdict ``cards.verify_signed_card`` must give it (one of
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import orjson
 from coincurve import PrivateKey
@@ -24,6 +25,15 @@ __all__ = ["WellKnownDocuments"]
 #: ``(data, expected, why, scenario)`` of one document.
 _Document: TypeAlias = tuple[bytes, str, str, str]
 
+
+
+#: What makes a correctly signed card break the schema, one variant after another:
+#: ``(field, value, what the document's label says)``.
+_INVALID_CARDS: Final[tuple[tuple[str, Any, str], ...]] = (
+    ("version", "1.0", "version '1.0' is not semver"),
+    ("price", "free", "unknown field 'price'"),
+    ("skills", [], "no skills"),
+)
 
 class WellKnownDocuments:
     """Makes the well-known card documents of a sample."""
@@ -167,13 +177,9 @@ class WellKnownDocuments:
 
     def _invalid_card(self, agent: Key, card: dict[str, Any], timestamp: int) -> _Document:
         """A correctly signed card the schema refuses (three variants in turn)."""
-        variant = self.bench.variant("invalid_card", 3)
-        if variant == 0:
-            card["version"], what = "1.0", "version '1.0' is not semver"
-        elif variant == 1:
-            card["price"], what = "free", "unknown field 'price'"
-        else:
-            card["skills"], what = [], "no skills"
+        variant = self.bench.variant("invalid_card", len(_INVALID_CARDS))
+        field, value, what = _INVALID_CARDS[variant]
+        card[field] = copy.copy(value)  # a card of its own, never the table's list
         return (_dump(self._signed(agent, card, timestamp)), "invalid_card", what,
                 f"invalid_card/{variant}")
 
