@@ -57,8 +57,8 @@ def register_views(spark: SparkSession, lake_dir: str, prefix: str = "", *,
     :func:`snap_spark.common.placement.limits`, 100,000) is read once, on the driver by
     delta-rs, and queried in memory; a larger one stays a lazy read by the session's Delta
     backend (:func:`snap_spark.lake.get_lake`; :func:`snap_spark.lake.read_frame`). On a
-    lake of 3,000 messages, ``notebooks/explore_lake.ipynb`` ran its queries in 13 s this
-    way, against 32 s on Spark reads of the tables at each query.
+    small lake, ``notebooks/explore_lake.ipynb`` runs its queries far faster this way than
+    with Spark reads of the tables at each query (docs/speed.md, *Figures behind the code*).
 
     Example::
 

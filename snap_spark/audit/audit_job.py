@@ -157,8 +157,8 @@ def _read_tables(spark: SparkSession, lake_dir: str
     figure of one table comes from one snapshot; a small table read on the driver and
     handed to Spark as Arrow, :func:`snap_spark.lake.read_frame`), and their versions and
     row counts. Spark's read of a Delta table plans a job over its log (on delta-spark a
-    log replay), and the cache a job of its own: the seven tables of a 3,000-message lake
-    took 23 s of a 39 s audit that way."""
+    log replay), and the cache a job of its own: read that way, the seven tables of a small
+    lake took most of an audit's time (docs/speed.md, *Figures behind the code*)."""
     from snap_spark.lake import read_frame, table_version
 
     frames: dict[str, DataFrame] = {}

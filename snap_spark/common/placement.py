@@ -1,11 +1,11 @@
 """Where a step runs: in the driver process, or as Spark stages.
 
 Seven steps have two ways to run. Below a size they run in the driver process, on Arrow
-tables and the native core, because a Spark job costs more than their work (a second or
-more each, and the first Python stage of a job process starts the worker daemon). Above
-it they run as Spark stages, which scale out. Either way they give the same rows: the
-steps share their functions, and the suite runs with the Spark path forced as well
-(``make test`` does, for a subset it names).
+tables and the native core, because a Spark job costs more than their work (each job's fixed
+cost, and the first Python stage of a job process starts the worker daemon; docs/speed.md,
+*Figures behind the code*). Above it they run as Spark stages, which scale out. Either way
+they give the same rows: the steps share their functions, and the suite runs with the Spark
+path forced as well (``make test`` does, for a subset it names).
 
 Every size is counted from what is known before the step runs, never by reading data:
 the input files' sizes, the lines a pass landed, or the record counts in a Delta log.

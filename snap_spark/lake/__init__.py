@@ -359,8 +359,8 @@ def read_arrow(path: str, columns: Sequence[str] | None = None, version: int | N
         return table.to_pyarrow_table(filters=where)
     # The dataset of only the columns read and filtered on: delta-rs attaches each file's
     # statistics to its fragment as an expression over every column of the schema it is
-    # given, which on the whole schema cost more than the scan (messages of 40 files:
-    # 96-156 ms to build, growing with the files, against 21 ms for four columns).
+    # given, which on the whole schema cost more than the scan and grew with the files,
+    # while a few columns cost little (docs/speed.md, *Figures behind the code*).
     import pyarrow as pa
 
     schema = pa.schema(table.schema().to_arrow())
@@ -381,11 +381,11 @@ def read_frame(spark: SparkSession, path: str, version: int | None = None, *,
     :func:`snap_spark.common.placement.limits`) is read on the driver by delta-rs and handed to
     Spark as Arrow (a Spark read of a small table costs more in its jobs than its rows):
     every later query of the DataFrame runs on those rows in memory, with no read of the
-    table's log or files (on a lake of 3,000 messages this made the audit twice as fast). A
-    larger one is read by the session's Delta backend (:func:`get_lake`); with ``cache`` it
-    is kept in memory and on disk and counted at once, so that queries after the first do
-    not read its files again; without, it stays a lazy read and its count is ``None``.
-    Either way the frame holds the one version it was read at.
+    table's log or files (on a small lake this made the audit much faster: docs/speed.md,
+    *Figures behind the code*). A larger one is read by the session's Delta backend
+    (:func:`get_lake`); with ``cache`` it is kept in memory and on disk and counted at once, so
+    that queries after the first do not read its files again; without, it stays a lazy read and
+    its count is ``None``. Either way the frame holds the one version it was read at.
     """
     from pyspark import StorageLevel
 

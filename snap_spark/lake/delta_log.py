@@ -45,10 +45,11 @@ MAX_COMMIT_ATTEMPTS = 10
 
 #: A commit of :func:`commit_files` that makes a version divisible by this writes a log
 #: checkpoint. delta-rs's own interval is 100 versions, and bringing a table object up to
-#: date (:func:`latest_table`) replays every commit since the last checkpoint: 3 ms 25
-#: commits after one, 30 ms 99 after, on two cores. A live stream commits each table about
-#: once a second and looks at it ten times a micro-batch, so at 100 its micro-batches grew
-#: from 0.3 s to 1.5 s before each checkpoint; at 10 (delta-spark's default) they stay flat.
+#: date (:func:`latest_table`) replays every commit since the last checkpoint, at a cost
+#: that grows with their number. A live stream commits each table about once a second and
+#: looks at it ten times a micro-batch, so at 100 its micro-batches grew steadily longer
+#: before each checkpoint; at 10 (delta-spark's default) they stay flat (docs/speed.md,
+#: *Figures behind the code*).
 CHECKPOINT_EVERY = 10
 
 
@@ -109,11 +110,11 @@ def latest_table(uri: str) -> DeltaTable | None:
     kept per thread and brought up to date by reading only the commits written since the
     thread's last call for it; ``None`` when there is no table.
 
-    A fresh open reads the log from its last checkpoint on: up to 100 commit files, about
-    0.5 ms each here. A stream's micro-batch opens the same few tables several times
-    (``messages`` four times), so that cost grew with every micro-batch until the next
-    checkpoint. Commits by other writers and processes are seen as a fresh open sees them:
-    the log is listed from the version held on.
+    A fresh open reads the log from its last checkpoint on: up to 100 commit files, each a
+    read of its own (docs/speed.md, *Figures behind the code*). A stream's micro-batch opens
+    the same few tables several times (``messages`` four times), so that cost grew with
+    every micro-batch until the next checkpoint. Commits by other writers and processes are
+    seen as a fresh open sees them: the log is listed from the version held on.
 
     The object is shared by the calls of one thread (another thread gets its own): use it
     before the next call of this function on that thread, and do not move it to another
@@ -326,7 +327,8 @@ def table_row_count(uri: str, version: int | None = None) -> int | None:
     table = table_at(uri, version)
     if table is None:
         return None
-    # (unflattened: the per-column statistics stay structs, six times faster to hand over)
+    # (unflattened: the per-column statistics stay structs, much faster to hand over;
+    # docs/speed.md, *Figures behind the code*)
     counts = pa.table(table.get_add_actions(flatten=False)).column("num_records")
     if counts.null_count:
         return None

@@ -175,7 +175,8 @@ class DeltaSparkLake:
     def exists(self, path: str) -> bool:
         """True when ``path`` holds a Delta table, read with delta-rs on the driver as
         :meth:`txn_version` is (Delta's ``DeltaTable.isDeltaTable`` loads the table's log in
-        the JVM: about 0.25 s a call on a cold driver, four calls a batch run).
+        the JVM, slow on a cold driver, and a batch run makes four calls: docs/speed.md,
+        *Figures behind the code*).
 
         Examples:
             >>> import pyarrow as pa
@@ -204,8 +205,8 @@ class DeltaSparkLake:
         from snap_spark.lake.delta_rs import DeltaRsLake
 
         # A table of a few rows is read on the driver, as the delta-rs backend reads any:
-        # Spark's first read of a table replays its log in a job of its own (two tables
-        # took 8-11 s of a 17 s Nostr ingestion on a 3,000-message lake):
+        # Spark's first read of a table replays its log in a job of its own (for two tables,
+        # a large part of a small Nostr ingestion: docs/speed.md, *Figures behind the code*):
         # snap_spark.common.placement.DriverLimits distinct_rows
         if rows_at_most(table_uri(path), limits().distinct_rows):
             return DeltaRsLake().distinct_values(spark, path, column)

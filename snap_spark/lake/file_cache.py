@@ -9,9 +9,9 @@ read only the files added since. :func:`scan_columns` does that for
 Why it matters: the live Nostr stream (``jobs/stream_nostr.py``) looks keys up in
 ``nostr_events``, ``raw_messages`` and ``messages`` on the driver about ten times a
 micro-batch, and each micro-batch adds a file or two to each. Read whole, every look grew
-with the table: on two cores a micro-batch of 40 events took 0.33 s at the start and
-1.8 s ninety micro-batches later, most of it in these scans. Read this way, each look
-costs the new files plus an in-memory filter over what is kept.
+with the table, and the micro-batches grew steadily longer, mostly in these scans
+(docs/speed.md, *Figures behind the code*). Read this way, each look costs the new files
+plus an in-memory filter over what is kept.
 
 What is kept: per table location and column list, the columns of each file (keyed by its
 path, size and modification time, so a table deleted and written again at the same place

@@ -401,8 +401,8 @@ def resolve_cards(history: Sequence[Mapping[str, Any]]
 def _on_driver(path: str) -> bool | None:
     """How to look up rows of the table at ``path``: on the driver (``True``, a small
     table, :class:`~snap_spark.common.placement.DriverLimits` ``lookup_rows``: read by delta-rs
-    and matched in memory, in milliseconds, where a Spark join costs about a second), in
-    Spark (``False``), or not at all (``None``: there is no table)."""
+    and matched in memory, far faster than a Spark join: docs/speed.md, *Figures behind the
+    code*), in Spark (``False``), or not at all (``None``: there is no table)."""
     from snap_spark.common.placement import limits
     from snap_spark.lake import rows_at_most, table_present, table_uri
 
@@ -504,7 +504,8 @@ def _replace(spark: SparkSession, lake: Lake, lake_dir: str, table: str,
     path = storage.join(lake_dir, table)
     wanted = sorted({r[key] for r in rows})
     # the keys as Arrow, not a DataFrame: the backends take them on the driver, without
-    # a Spark job per commit (about 0.1 s each, three a live micro-batch)
+    # a Spark job per commit (three a live micro-batch, each paying a Spark job's fixed cost:
+    # docs/speed.md, *Figures behind the code*)
     keys: pa.Table | None = pa.table({key: pa.array(wanted, pa.string())})
     if _on_driver(path) and not _lookup(spark, lake, path, key, wanted, columns=(key,),
                                         local=True):

@@ -182,8 +182,9 @@ def warm_up(spark: SparkSession) -> float:
     """Start the Python workers the micro-batches' check runs in and load the code that
     lands a micro-batch, before the tap goes live; returns the seconds it took.
 
-    Without it, the first micro-batch pays both (about 1.3 s of Python worker start and
-    imports on two cores) while the deliveries of those seconds wait in the spool.
+    Without it, the first micro-batch pays both (the Python workers' start and imports:
+    docs/speed.md, *Figures behind the code*) while the deliveries of those seconds wait in
+    the spool.
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 

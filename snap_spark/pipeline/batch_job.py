@@ -61,8 +61,8 @@ def auto_verify_threads(spark: SparkSession) -> int:
     so a task given several cores (``spark.task.cpus``), or one slot of a local master on a
     machine with more cores, verifies on all of them; with one task per core it is 1.
 
-    Measured on 2 cores, 200k lines: local[1] 13.5 s -> 10.6 s with 2 threads; local[2]
-    7.6 s either way (bench/README.md).
+    On 2 cores, a second thread speeds up a one-slot master (``local[1]``) and makes no
+    difference with two slots (``local[2]``) (docs/speed.md, *Figures behind the code*).
     """
     from snap_spark.runtime.scope import local_parallelism
 

@@ -907,7 +907,8 @@ def _write_messages(spark: SparkSession, landed: LandedPass, msg_root: str, inge
         infos = [info for batch in write([staged]) for info in batch.column("info").to_pylist()]
     else:
         # built from Arrow, the file list is a local relation (a list of tuples would be
-        # turned into rows by a Python stage of its own, about 0.3 s here)
+        # turned into rows by a Python stage of its own, a cost worth avoiding: docs/speed.md,
+        # *Figures behind the code*)
         frame = spark.createDataFrame(pa.Table.from_batches([staged]))
         infos = [row["info"] for row in
                  frame.mapInArrow(write, landed_struct()).toArrow().to_pylist()]

@@ -17,8 +17,8 @@ time), ``count`` rows (lines per file and code), and ``raw_file`` / ``staged`` r
 describing what was written. In the batch job's Spark stage a task sends its candidates
 as one ``block`` row per fold partition (an Arrow IPC stream of them,
 :attr:`LandSpec.fold_blocks`): Spark then shuffles a few values per task instead of a row
-per line, which on two cores was about 2 s of the JVM's time per 400,000 lines
-(docs/speed.md). The replay fold (:func:`fold_replays`, which runs
+per line, whose shuffle cost the JVM time in proportion to the lines (docs/speed.md,
+*Figures behind the code*). The replay fold (:func:`fold_replays`, which runs
 :func:`fold_landed`) runs on those rows after one shuffle, and :func:`write_messages` turns
 the staged rows into the ``messages`` Parquet files with the final verdicts. The driver
 commits both tables (:meth:`snap_spark.lake.Lake.add_files`).
@@ -434,7 +434,8 @@ def fold_landed(window: float, batches: Iterable[pa.RecordBatch],
         return
     # Receipt order, copies received together by file and line (nulls first, as Spark's
     # ascending sort): the order the fold steps them in. Sorting only the repeated keys'
-    # rows here, not the whole partition in Spark, saves the stage 0.15-0.3 s of 1.3-1.6.
+    # rows here, not the whole partition in Spark, saves a noticeable part of the stage's
+    # time (docs/speed.md, *Figures behind the code*).
     table = sort_nulls_first(table, ["received_at", "source_file", "line_no"])
     cols = table.to_pydict()
     names = [line_name(f, n) for f, n in zip(cols["source_file"], cols["line_no"], strict=True)]

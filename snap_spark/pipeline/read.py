@@ -493,11 +493,11 @@ WARM_WORKERS_ENV = "SNAP_SPARK_WARM_WORKERS"
 def warm_workers(spark: SparkSession) -> threading.Thread | None:
     """Start Spark's Python workers, one per core, on a thread, while the driver plans a
     large landing (hashing the input files, reading the ledger): a job of empty
-    ``mapInArrow`` tasks. The worker daemon's start and imports (about 0.7 s of a core on
-    a cold run) then overlap the driver's planning, and the landing's first tasks find idle
-    workers (Spark reuses them). Returns the thread to join, or ``None`` when
-    ``SNAP_SPARK_WARM_WORKERS=0``. A failure is ignored: it was only a head start, and the
-    landing starts its workers itself.
+    ``mapInArrow`` tasks. The worker daemon's start and imports (a noticeable cost on a cold
+    run: docs/speed.md, *Figures behind the code*) then overlap the driver's planning, and
+    the landing's first tasks find idle workers (Spark reuses them). Returns the thread to
+    join, or ``None`` when ``SNAP_SPARK_WARM_WORKERS=0``. A failure is ignored: it was only
+    a head start, and the landing starts its workers itself.
 
     Example (with a session)::
 

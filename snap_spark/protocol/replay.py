@@ -187,7 +187,9 @@ _FRESH = ReplayDecision(None, (), True)
 _NOT_SEEN = (None,)
 _ONE_FRESH = (_FRESH,)
 _NEVER = sys.maxsize  # a count of candidates no state reaches
-_tuple_new = tuple.__new__  # NamedTuple's own __new__ is twice as slow on the hot path
+# NamedTuple's own __new__ is slower on the hot path (docs/speed.md, *Figures behind the
+# code*)
+_tuple_new = tuple.__new__
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -4,11 +4,12 @@ A Spark driver JVM loads, parses and verifies some 15,000 classes from Spark's J
 the first task runs; on two cores that is most of a short job's fixed cost. The JVM can
 instead map those classes, already parsed and verified, from an archive written by an
 earlier run (HotSpot's dynamic class-data sharing, ``-XX:ArchiveClassesAtExit`` then
-``-XX:SharedArchiveFile``). Measured here: a cold ``spark-submit`` of the batch job on 200
-lines 16.1 s → 9.5 s (three alternated pairs; docs/speed.md).
+``-XX:SharedArchiveFile``). A cold ``spark-submit`` of the batch job on a small input then
+takes markedly less time (docs/speed.md, *Figures behind the code*).
 
 - ``make setup`` builds the archive (:func:`build`: one ``spark-submit`` of the packaged
-  batch job on a generated 200-line sample, 40-60 s on 2 cores, 100-150 MB).
+  batch job on a generated 200-line sample, 100-150 MB; how long that takes is in
+  docs/speed.md, *Figures behind the code*).
 - :func:`driver_jvm_flags` is what every driver JVM that snap-spark starts is given: the
   short-job flags (:data:`DRIVER_JVM_FLAGS`) and, when an archive for
   this exact Java and Spark exists, the flag that maps it. ``build_session``, ``snap-spark
@@ -50,10 +51,10 @@ from snap_spark.runtime.scope import local_master, switched_off
 #: JVM options for the driver of a short job (the embedded default, ``make run``,
 #: ``snap-spark submit``): the C1 compiler only, and the parallel collector. Each job plans
 #: new generated code, which C2 compiles again on every run, and G1 runs concurrent threads
-#: beside the tasks; on 2 cores both take cores from the Python workers. Measured on
-#: 2 cores: a cold ``spark-submit`` of 200 lines 21.0 s -> 18.3 s (median of 4 each), the
-#: driver JVM's CPU per 200k-line run 5.5 -> 2.4 s (bench/README.md). A driver given its
-#: own ``--driver-java-options`` or ``spark.driver.extraJavaOptions`` keeps those instead.
+#: beside the tasks; on 2 cores both take cores from the Python workers. With these flags a
+#: cold ``spark-submit`` of a small input ends sooner, and the driver JVM spends much less
+#: CPU on a large run (docs/speed.md, *Figures behind the code*). A driver given its own
+#: ``--driver-java-options`` or ``spark.driver.extraJavaOptions`` keeps those instead.
 DRIVER_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 #: ``0`` (or ``off``) disables the archive; another value is the folder that holds it.
 ARCHIVE_ENV: Final = "SNAP_SPARK_JVM_ARCHIVE"

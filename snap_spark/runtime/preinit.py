@@ -3,10 +3,10 @@
 Before the first micro-batch of every query run, Spark learns the replay state's schema by
 running :class:`~snap_spark.stream.replay_state.ReplayStateProcessor`'s ``init`` in a new
 Python process on the driver (``python -m
-pyspark.sql.streaming.transform_with_state_driver_worker``). That process spends about
-0.5 s importing PySpark (and NumPy through it) before it does 10 ms of work, and no Spark
-setting skips or reuses it. In a local session (driver and workers on one machine) this
-module serves that step from a **warm interpreter** instead:
+pyspark.sql.streaming.transform_with_state_driver_worker``). That process spends far longer
+importing PySpark (and NumPy through it) than doing its work (docs/speed.md, *Figures
+behind the code*), and no Spark setting skips or reuses it. In a local session (driver and
+workers on one machine) this module serves that step from a **warm interpreter** instead:
 
 - Spark's "python" for the session's functions is the launcher script next to this file
   (``preinit_python``): :func:`adopt` makes it so for a local session
@@ -50,8 +50,9 @@ if TYPE_CHECKING:
 #: schema; the only one the server runs.
 PREINIT_MODULE = "pyspark.sql.streaming.transform_with_state_driver_worker"
 #: What the server imports before it forks: the step's module and what a processor's
-#: ``init`` imports when it first talks to the JVM's state server (protobuf messages,
-#: 50 ms); :func:`warm_preinit`'s caller adds its processor's module.
+#: ``init`` imports when it first talks to the JVM's state server (protobuf messages, a
+#: noticeable import of their own: docs/speed.md, *Figures behind the code*);
+#: :func:`warm_preinit`'s caller adds its processor's module.
 PRELOADED = (PREINIT_MODULE, "pyspark.sql.streaming.proto.StateMessage_pb2")
 #: Environment variable naming the server's socket in the abstract namespace (its name
 #: without the leading NUL byte, which an environment variable cannot hold).
@@ -60,8 +61,9 @@ SOCKET_ENV = "SNAP_SPARK_PREINIT_SOCKET"
 PYTHON_ENV = "SNAP_SPARK_PYTHON"
 #: Environment switch: ``0`` leaves the step to a fresh interpreter, as Spark starts it.
 SWITCH_ENV = "SNAP_SPARK_WARM_PREINIT"
-#: Seconds the client waits for the server to fork the step (its imports take about 0.5 s
-#: when the step comes right after its start) before it runs the step itself.
+#: Seconds the client waits for the server to fork the step before it runs the step itself:
+#: ample even when the step comes right after the server's start, while the server is still
+#: importing (docs/speed.md, *Figures behind the code*).
 ANSWER_TIMEOUT_S = 20.0
 
 #: The script Spark starts as "python" for the replay state's functions while this is on.

@@ -37,8 +37,8 @@ DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 
 #: The Spark setting naming the module Python workers are forked from (``pyspark.daemon``
 #: by default), and snap-spark's: the same daemon, with PySpark imported from its installed
-#: folder instead of Spark's bundled zips (:mod:`snap_spark.runtime.spark_path`). Measured on
-#: 2 cores: five tiny jobs on a warm session 3.7 s -> 2.0 s (bench/README.md, session 16).
+#: folder instead of Spark's bundled zips (:mod:`snap_spark.runtime.spark_path`): tiny jobs on
+#: a warm session run markedly faster (docs/speed.md, *Figures behind the code*).
 WORKER_DAEMON_CONF = "spark.python.daemon.module"
 WORKER_DAEMON_MODULE = "snap_spark.runtime.worker_daemon"
 
@@ -142,8 +142,8 @@ def deferred_session(
 
     A job on a local master whose work all runs on the driver (a small input: every step
     has a driver path below its threshold) never needs Spark's scheduler, and starting it
-    costs more than such a run's whole work: about 3.3 CPU-seconds and 2.5-3 s on 2 cores
-    for the JVM's SparkContext and SQL session. So a job gets a :class:`DeferredSession`,
+    (the JVM's SparkContext and SQL session) costs more CPU and time than such a run's whole
+    work (docs/speed.md, *Figures behind the code*). So a job gets a :class:`DeferredSession`,
     which answers the settings (``spark.conf.get``), the master and its parallelism from
     what the session is about to be built with, and starts the real session (exactly as
     :func:`build_session` would) the first time anything else is asked of it. Nothing a job

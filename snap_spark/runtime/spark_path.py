@@ -3,20 +3,21 @@
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` and ``py4j-*-src.zip`` first on the
 ``PYTHONPATH`` of a ``spark-submit`` driver and of every Python worker. With PySpark installed
 from PyPI, ``$SPARK_HOME`` *is* the installed ``pyspark`` package, and those zips hold the
-same code as the folders next to them. Importing from a zip costs twice on CPython 3.11:
+same code as the folders next to them. Importing from a zip costs twice on CPython 3.11
+(docs/speed.md, *Figures behind the code*, has both costs):
 
 - **every start compiles** the ~200 modules PySpark imports (a zip holds no bytecode and
-  gets none written): about 0.7 s per driver and per worker daemon here;
+  gets none written), in every driver and every worker daemon;
 - **every task re-reads the zips' directories**: the worker calls
   ``importlib.invalidate_caches()`` before each task, and each ``zipimporter`` (one per
   package folder imported from a zip, 14 or more) then reads its whole archive's index
-  again: about 0.1 s of CPU per Python task, on every task of every stage.
+  again, CPU spent on every Python task of every stage.
 
 Spark also puts its own ``spark-core_*.jar`` on every worker's ``PYTHONPATH`` (for builds
 that once packed PySpark into it). The JAR of Spark 4.0 holds 5,261 entries and not one
-Python file, yet its ``zipimporter`` re-read that index before every task: 0.13-0.14 s of
-CPU per Python task here (measured in a local session's workers, 2026-11-27), about 0.4 s
-of each micro-batch of the stream, whose three Python stages run one after another.
+Python file, yet its ``zipimporter`` re-read that index before every task: CPU spent on
+every Python task, and a noticeable part of each micro-batch of the stream, whose three
+Python stages run one after another (docs/speed.md, *Figures behind the code*).
 :func:`drop_python_free_jars` takes such a JAR off ``sys.path``; an entry that holds any
 Python stays.
 
@@ -32,8 +33,8 @@ called, before PySpark is imported, by:
   neither: the one that runs a ``transformWithStateInPandas`` processor's ``init`` on the
   driver at the first micro-batch of every stream query (``python -m
   pyspark.sql.streaming.transform_with_state_driver_worker``, a fresh interpreter), when
-  the warm server cannot serve it. With the zips first on its path its start took 2.0-2.2
-  s here, against 0.9-1.2 s from the installed folder.
+  the warm server cannot serve it. With the zips first on its path its start took much
+  longer than from the installed folder (docs/speed.md, *Figures behind the code*).
 
 :func:`drop_bundled_zips` takes the zips off ``sys.path`` when, and only when, the same
 PySpark and Py4J (byte-equal version files) are installed on another ``sys.path`` entry,

@@ -30,10 +30,11 @@ def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:
     Hadoop's ``FileSystem`` API (:data:`FILE_SYSTEM_CHECKPOINTS`), unless the session
     already names a class or the runtime is off. Through Spark's default (``FileContext``),
     each atomic write of a small checkpoint file is an order of magnitude slower
-    (docs/speed.md, "Streams"), and a query's start and its first micro-batch write about
-    eight. On the local file system both write a temporary file and rename it after
-    checking that the destination is absent, so neither is more atomic than the other.
-    Other checkpoints keep Spark's choice. The setting is the session's own.
+    (docs/speed.md, *Figures behind the code*), and a query's start and its first
+    micro-batch write about eight. On the local file system both write a temporary file
+    and rename it after checking that the destination is absent, so neither is more atomic
+    than the other. Other checkpoints keep Spark's choice. The setting is the session's
+    own.
 
     Example::
 
@@ -51,10 +52,10 @@ def same_worker_environment(spark: SparkSession) -> bool:
     by interpreter and environment, and adds ``SPARK_SIMPLIFIED_TRACEBACK`` (when
     ``spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled``, the default) to the
     environment of Arrow functions but not to that of ``transformWithStateInPandas``; the
-    state's stage then starts a second daemon on a stream's first micro-batch (about 0.5 s
-    more for a cold stream of 200 lines). Setting the variable on the context's functions
-    makes both the same. A context snap-spark did not start, or the runtime off: nothing
-    changes.
+    state's stage then starts a second daemon on a stream's first micro-batch, which makes a
+    small cold stream take noticeably longer (docs/speed.md, *Figures behind the code*).
+    Setting the variable on the context's functions makes both the same. A context
+    snap-spark did not start, or the runtime off: nothing changes.
 
     Example::
 

@@ -14,9 +14,10 @@ Before PySpark's daemon starts, this module imports what snap-spark's workers im
 checking core, the landing and replay-state code) and freezes the objects they made
 (:func:`gc.freeze`). Every worker forked from the daemon then has them without importing
 them again, and the full collection PySpark's daemon runs in a reused worker after each task
-(``gc.collect()`` in ``pyspark/daemon.py``) no longer walks them: about 75 ms of CPU per
-task with these modules loaded, against under 1 ms. A module that cannot be imported here
-(an extra that is not installed) is left to the worker, as before.
+(``gc.collect()`` in ``pyspark/daemon.py``) no longer walks them, so that collection goes
+from a real CPU cost on every task to almost none (docs/speed.md, *Figures behind the
+code*). A module that cannot be imported here (an extra that is not installed) is left to
+the worker, as before.
 """
 
 from __future__ import annotations

@@ -156,9 +156,10 @@ class ProgressListener(StreamingQueryListener):
 
     Spark's progress of a batch is read as its JSON text, in one call to the JVM: PySpark's
     own listener bridge first copies the whole progress object field by field into Python
-    (0.3-0.4 s per micro-batch of the latency measure, hundreds of calls over the gateway,
-    on the cores the next micro-batch runs on). :attr:`_jlistener` gives Spark that lighter
-    bridge (:class:`_JsonBridge`) where PySpark is the one it was written for."""
+    (hundreds of calls over the gateway, a noticeable part of each micro-batch of the
+    latency measure, on the cores the next micro-batch runs on: docs/speed.md, *Figures
+    behind the code*). :attr:`_jlistener` gives Spark that lighter bridge
+    (:class:`_JsonBridge`) where PySpark is the one it was written for."""
 
     def __init__(self, progress: BatchProgress, json_path: str | None = None) -> None:
         self.progress = progress

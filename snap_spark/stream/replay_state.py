@@ -60,15 +60,16 @@ candidate offered so far, provided no candidate of their key arrives behind the 
 later (that one comes out ``exact = false``, and re-deciding its key repairs the others).
 
 **State layout.** Keys are grouped into buckets (a hash of ``(sender, msg_id)``): PySpark
-4.0 costs about 1.5 ms of state calls and frames per grouping key, so one group per key ran
-the stream at 500 lines/s. A new checkpoint gets one bucket per state partition, its id
-chosen so that Spark's hash places one in each partition (:func:`state_buckets`, computed
-on the driver by :func:`spark_partition`, recorded in the checkpoint); checkpoints started
-earlier keep the buckets they began with: four per partition, or the 32 buckets
-``0 .. 31`` (which Spark spreads 12/20 over two partitions). Each bucket holds its keys as one
-Arrow table, a row per key (the event time at which ``expire`` will have dropped it whole,
-and its :class:`~snap_spark.protocol.replay.ReplayKeyState`: in columns when it is one
-candidate, as most keys' are, else as the JSON of
+4.0 spends state calls and frames on every grouping key, so with one group per key the
+stream ran slowly (docs/speed.md, *Figures behind the code*). A new checkpoint gets one
+bucket per state partition, its id chosen so that Spark's hash places one in each partition
+(:func:`state_buckets`, computed on the driver by :func:`spark_partition`, recorded in the
+checkpoint); checkpoints started earlier keep the buckets they began with: four per
+partition, or the 32 buckets ``0 .. 31`` (which Spark spreads 12/20 over two partitions).
+Each bucket holds its keys as one Arrow table, a row per key (the event time at which
+``expire`` will have dropped it whole, and its
+:class:`~snap_spark.protocol.replay.ReplayKeyState`: in columns when it is one candidate, as
+most keys' are, else as the JSON of
 :meth:`~snap_spark.protocol.replay.ReplayKeyState.to_plain`; :func:`encode_bucket`), cut
 into 256 KiB pieces of text (:data:`STATE_SCHEMA`), read and rewritten in bulk once per
 micro-batch that touches the bucket, and one event-time timer at the bucket's first expiry.
@@ -174,8 +175,8 @@ VERDICT_COLUMNS: Final = ("sender", "msg_id", "file_key", "source_file", "line_n
 #: dropped it whole, and its ReplayKeyState; :func:`encode_bucket`) in base64, cut into
 #: pieces of :data:`CHUNK_CHARS` held in a ``ListState`` (a single multi-MB ``ValueState``
 #: breaks the state server's pickle framing, and a list of one row per key makes RocksDB
-#: merge the list element by element: minutes for 200k keys), and a ``ValueState`` with
-#: the bucket's one timer.
+#: merge the list element by element, far too slow for a large bucket: docs/speed.md,
+#: *Figures behind the code*), and a ``ValueState`` with the bucket's one timer.
 STATE_SCHEMA: Final = "chunk string"
 CHUNK_CHARS: Final = 256 * 1024
 #: Starts a bucket's state text as checkpoints written before :data:`ARROW_MARK` hold it
@@ -187,8 +188,8 @@ STATE_NAME: Final = "replay"
 TIMER_SCHEMA: Final = "timer_ms long"
 TIMER_NAME: Final = "replay_timer"
 #: State is held per bucket of keys (a hash of ``(sender, msg_id)``): one state read and
-#: one write per bucket and micro-batch instead of several per key, which in PySpark 4.0
-#: cost about 1.5 ms a key (make stream: 507 lines/s keyed per key).
+#: one write per bucket and micro-batch instead of several per key, whose cost per key in
+#: PySpark 4.0 kept a stream keyed per key slow (docs/speed.md, *Figures behind the code*).
 DEFAULT_BUCKETS: Final = 32
 BUCKET_COLUMN: Final = "_replay_bucket"
 #: The group of the rows that are not candidates (passed through).
@@ -196,7 +197,9 @@ PASSTHROUGH_BUCKET: Final = -1
 #: ``passthrough`` JSON of the row each bucket emits per call: how many keys it holds.
 STATE_KEYS_KIND: Final = "state_keys"
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs half again as much (a hot path)
+# a NamedTuple's own __new__ costs more on this hot path (docs/speed.md, *Figures behind
+# the code*)
+_new = tuple.__new__
 #: A record's sort key: per key ``(sender, msg_id)``, in fold order (received_at,
 #: source_file, line_no).
 _FOLD_ORDER = itemgetter(0, 1, 2, 3, 4)
@@ -305,11 +308,11 @@ def replay_verdicts(candidates_df: DataFrame, window: float, lateness: float,
 #: File in a query's checkpoint folder that records its replay state's bucket ids.
 LAYOUT_FILE: Final = "snap_spark_state.json"
 #: Buckets per state partition of a new checkpoint: one. Each bucket costs a state read, a
-#: state write, a timer and a candidates file per micro-batch (about 15 ms in PySpark 4.0),
-#: and a micro-batch of a few thousand lines touches every bucket whatever their number;
-#: the ids are chosen so that each partition holds the same number, so keys spread evenly
-#: over the partitions however few there are. Four per partition (before session 20) gave
-#: the bench's latency measure micro-batches about 0.08 s longer.
+#: state write, a timer and a candidates file per micro-batch, and a micro-batch of a few
+#: thousand lines touches every bucket whatever their number; the ids are chosen so that
+#: each partition holds the same number, so keys spread evenly over the partitions however
+#: few there are. Four per partition (before session 20) made the bench's latency measure
+#: micro-batches longer (docs/speed.md, *Figures behind the code*).
 BUCKETS_PER_PARTITION: Final = 1
 
 
@@ -543,9 +546,9 @@ def encode_bucket(keys: Mapping[str, Any] | pa.Table) -> str:
     The bucket is written whole every micro-batch that touches it, through the state
     server. As a table, keys this batch did not touch are carried over without becoming
     Python objects, and a new key seen once is added as a row without becoming one either
-    (measured on a bucket of 100k such keys: 0.06 s to encode, against 0.38 s for the
-    zlib-compressed JSON object of checkpoints written before, which
-    :func:`bucket_table` still reads; 2.1 MB of text against about 6 MB).
+    (on a bucket of 100k such keys it encodes much faster than the zlib-compressed JSON
+    object of checkpoints written before, which :func:`bucket_table` still reads, and makes
+    2.1 MB of text against about 6 MB; docs/speed.md, *Figures behind the code*).
 
     Examples:
         >>> one = [130001, {"candidates": [[10.0, None, ["k", 3], ["f", 3], None]],
@@ -683,8 +686,9 @@ class ReplayStateProcessor(StatefulProcessor):
             return
         # The step allocates a few small objects per key, and the bucket's state holds all
         # of them at once: the cyclic collector, left on, rescans that growing heap again
-        # and again (measured: 4.4 s against 2.2 s for 100k keys). Reference counting frees
-        # what the step drops; the collector runs again after it.
+        # and again, which makes the step much slower on a large bucket (docs/speed.md,
+        # *Figures behind the code*). Reference counting frees what the step drops; the
+        # collector runs again after it.
         with gc_paused():
             out_frames = self._step_bucket(int(bucket), rows, timerValues)
         yield from out_frames

@@ -363,8 +363,8 @@ def landed_stream(spark: SparkSession, plan: StreamPlan, spec: LandSpec) -> Data
     # Each file is planned and landed by the task that listed it, in one Python stage:
     # Spark's file source already gives the files of a micro-batch to separate tasks. A
     # shuffle between planning and landing, which spread a big file's line ranges over the
-    # cores, cost a stage per micro-batch (0.1-0.25 s) and, round-robin over a few rows,
-    # often gave one task every file (the latency measure: a micro-batch 2.0 -> 1.6 s).
+    # cores, cost a stage per micro-batch and, round-robin over a few rows, often gave one
+    # task every file (docs/speed.md, *Figures behind the code*).
     return files.mapInArrow(functools.partial(plan_and_land_files, spec, ledger,
                                               STREAM_SPLIT_BYTES), landed_struct())
 
