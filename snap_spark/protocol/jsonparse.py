@@ -65,87 +65,113 @@ def _fail(text: str, pos: int, what: str) -> InvalidMessage:
 
 
 def parse_strict(text: str) -> Any:
-    """Iterative RFC 8259 parser (no recursion, so any depth parses)."""
+    """Iterative RFC 8259 parser (no recursion, so any depth parses): one value at a time,
+    each container kept on a stack until its closing bracket.
+
+    Examples:
+        >>> parse_strict('{"a": [1, {"b": null}], "c": 1e400}')
+        {'a': [1, {'b': None}], 'c': inf}
+        >>> parse_strict('[1, 2')  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        snap_spark.protocol.errors.InvalidMessage: not JSON: unterminated object or array ...
+    """
     n = len(text)
     stack: list[Any] = []
     keys: list[str | None] = []
     idx = _skip(text, 0)
     while True:
-        # ---- parse one value starting at idx (or open a container) ----
         if idx >= n:
             raise _fail(text, idx, "expected a value")
         ch = text[idx]
         value: Any
-        if ch == "{":
-            idx = _skip(text, idx + 1)
-            if idx < n and text[idx] == "}":
-                value, idx = {}, idx + 1
-            else:
-                key, idx = _parse_key(text, idx)
-                stack.append({})
-                keys.append(key)
+        if ch in "{[":
+            value, idx = _open(text, idx, stack, keys)
+            if value is None:  # a container opened: its first value comes next
                 continue
-        elif ch == "[":
-            idx = _skip(text, idx + 1)
-            if idx < n and text[idx] == "]":
-                value, idx = [], idx + 1
-            else:
-                stack.append([])
-                keys.append(None)
-                continue
-        elif ch == '"':
-            try:
-                value, idx = _scanstring(text, idx + 1, True)
-            except JSONDecodeError as exc:
-                raise _fail(text, exc.pos, exc.msg.lower()) from None
-        elif ch == "-" or "0" <= ch <= "9":
-            match = _NUMBER.match(text, idx)
-            if match is None:
-                raise _fail(text, idx, "bad number")
-            literal = match.group()
-            if match.group(1) or match.group(2):
-                value = float(literal)
-            else:
-                try:
-                    value = int(literal)
-                except ValueError:  # more digits than int() accepts: far beyond a double
-                    value = float(literal)
-            idx = match.end()
-        elif text.startswith("true", idx):
-            value, idx = True, idx + 4
-        elif text.startswith("false", idx):
-            value, idx = False, idx + 5
-        elif text.startswith("null", idx):
-            value, idx = None, idx + 4
         else:
-            raise _fail(text, idx, f"unexpected character {ch!r}")
-        # ---- attach the finished value; close containers as far as possible ----
-        while True:
-            if not stack:
-                idx = _skip(text, idx)
-                if idx != n:
-                    raise _fail(text, idx, "extra data after the JSON value")
-                return value
-            parent = stack[-1]
-            if type(parent) is dict:
-                parent[keys[-1]] = value
-            else:
-                parent.append(value)
+            value, idx = _scalar(text, idx, ch)
+        done, value, idx = _attach(text, idx, value, stack, keys)
+        if done:
+            return value
+
+
+def _open(text: str, idx: int, stack: list[Any], keys: list[str | None]) -> tuple[Any, int]:
+    """At ``{`` or ``[``: an empty container and the index after it, or ``None`` and the
+    index of the first value after pushing the container (and its first key) on
+    ``stack``."""
+    close = "}" if text[idx] == "{" else "]"
+    idx = _skip(text, idx + 1)
+    if idx < len(text) and text[idx] == close:
+        return ({} if close == "}" else []), idx + 1
+    if close == "}":
+        key, idx = _parse_key(text, idx)
+        stack.append({})
+        keys.append(key)
+    else:
+        stack.append([])
+        keys.append(None)
+    return None, idx
+
+
+def _scalar(text: str, idx: int, ch: str) -> tuple[Any, int]:
+    """The string, number, ``true``, ``false`` or ``null`` at ``idx`` (its first character
+    ``ch``) and the index after it."""
+    if ch == '"':
+        try:
+            return _scanstring(text, idx + 1, True)  # type: ignore[no-any-return]
+        except JSONDecodeError as exc:
+            raise _fail(text, exc.pos, exc.msg.lower()) from None
+    if ch == "-" or "0" <= ch <= "9":
+        match = _NUMBER.match(text, idx)
+        if match is None:
+            raise _fail(text, idx, "bad number")
+        literal = match.group()
+        if match.group(1) or match.group(2):
+            return float(literal), match.end()
+        try:
+            return int(literal), match.end()
+        except ValueError:  # more digits than int() accepts: far beyond a double
+            return float(literal), match.end()
+    for word, value in (("true", True), ("false", False), ("null", None)):
+        if text.startswith(word, idx):
+            return value, idx + len(word)
+    raise _fail(text, idx, f"unexpected character {ch!r}")
+
+
+def _attach(text: str, idx: int, value: Any, stack: list[Any], keys: list[str | None]
+            ) -> tuple[bool, Any, int]:
+    """Put the finished ``value`` into the open container, closing containers as far as
+    their brackets follow. ``(True, the whole value, end)`` when the text's one value is
+    complete; else ``(False, None, index of the next value)`` after a comma (and, in an
+    object, the next key)."""
+    n = len(text)
+    while True:
+        if not stack:
             idx = _skip(text, idx)
-            if idx >= n:
-                raise _fail(text, idx, "unterminated object or array")
-            ch = text[idx]
-            if ch == ",":
-                idx = _skip(text, idx + 1)
-                if type(parent) is dict:
-                    keys[-1], idx = _parse_key(text, idx)
-                break
-            if (ch == "}" and type(parent) is dict) or (ch == "]" and type(parent) is list):
-                idx += 1
-                value = stack.pop()
-                keys.pop()
-                continue
-            raise _fail(text, idx, f"unexpected character {ch!r}")
+            if idx != n:
+                raise _fail(text, idx, "extra data after the JSON value")
+            return True, value, idx
+        parent = stack[-1]
+        if type(parent) is dict:
+            parent[keys[-1]] = value
+        else:
+            parent.append(value)
+        idx = _skip(text, idx)
+        if idx >= n:
+            raise _fail(text, idx, "unterminated object or array")
+        ch = text[idx]
+        if ch == ",":
+            idx = _skip(text, idx + 1)
+            if type(parent) is dict:
+                keys[-1], idx = _parse_key(text, idx)
+            return False, None, idx
+        if (ch == "}" and type(parent) is dict) or (ch == "]" and type(parent) is list):
+            idx += 1
+            value = stack.pop()
+            keys.pop()
+            continue
+        raise _fail(text, idx, f"unexpected character {ch!r}")
 
 
 def _parse_key(text: str, idx: int) -> tuple[str, int]:
