@@ -617,6 +617,73 @@ def _row_id(ref: Any) -> tuple[str, int]:
     return str(file_key), int(line_no)
 
 
+def _split_batch(batch: pa.Table, stored: pa.Table, watermark: float | None, window: float,
+                 landing: bool) -> tuple[pa.Table | None, list[tuple[Any, ...]]]:
+    """A bucket's batch split into the rows kept as Arrow (landing mode: the new keys it
+    brings once, on time, as state rows: :func:`_fresh_mask`, :func:`_fresh_rows`) and the
+    records of the other rows, sorted per key in fold order so that no step changes a row
+    of this batch."""
+    import pyarrow.compute as pc
+
+    fresh: pa.Table | None = None
+    rest = batch
+    if landing:
+        mask = _fresh_mask(batch, stored, watermark)
+        fresh = _fresh_rows(batch.filter(mask), watermark, window)
+        rest = batch.filter(pc.invert(mask))
+    records = list(zip(*(rest.column(c).to_pylist() for c in _RECORD_COLUMNS),
+                       strict=True))
+    records.sort(key=_FOLD_ORDER)
+    return fresh, records
+
+
+def _step_records(records: list[tuple[Any, ...]], keys: dict[str, Any],
+                  watermark: float | None, window: float, landing: bool
+                  ) -> tuple[list[tuple[str, str, ReplayCandidate, float | None, bool, bool]],
+                             dict[tuple[str, int], str | None]]:
+    """Step each key of ``records`` (sorted per key) from its entry in ``keys``, which is
+    updated in place (dropped when its state empties). Returns the rows to report (all of
+    them, or in landing mode only this batch's 2006 and inexact rows) and, in landing
+    mode, the accepted line each 2006 repeats when still kept."""
+    out: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]] = []
+    names: dict[tuple[str, int], str | None] = {}
+    start, count = 0, len(records)
+    while start < count:
+        sender, msg_id = records[start][0], records[start][1]
+        end = start + 1
+        while end < count and records[end][0] == sender and records[end][1] == msg_id:
+            end += 1
+        name = f"{sender}\n{msg_id}"
+        entry = keys.get(name)
+        if entry is None and end == start + 1:
+            # A key seen once: its entry built directly; step_key gives the same
+            # (tests/stream/test_replay_state.py, tests/unit/test_replay.py).
+            entry = fresh_entry(records[start], watermark, window)
+            if entry is not None:
+                keys[name] = entry
+                if not landing:  # landing mode reports only 2006 and inexact rows
+                    out.append((sender, msg_id, _candidate(records[start]), None, False,
+                                True))
+                start = end
+                continue
+        state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
+        state, rows_out = step_key(state, records[start:end], watermark, window)
+        for candidate, seen, changed, exact in rows_out:
+            if landing:
+                # landing mode reports only this batch's 2006 and inexact rows
+                if changed or (seen is None and exact):
+                    continue
+                if seen is not None:
+                    names[_row_id(candidate.ref)] = _accepted_name(state, seen)
+            out.append((sender, msg_id, candidate, seen, changed, exact))
+        if state.is_empty:
+            keys.pop(name, None)
+        else:
+            keys[name] = [expiry_ms(state, window), state.to_plain()]
+        start = end
+    return out, names
+
+
 class ReplayStateProcessor(StatefulProcessor):
     """``transformWithStateInPandas`` processor over buckets of ``(sender, msg_id)`` keys:
     holds each key's :class:`~snap_spark.protocol.replay.ReplayKeyState`, steps each key's
@@ -712,58 +779,13 @@ class ReplayStateProcessor(StatefulProcessor):
         stored, timer_ms = self._load_table()
         stored = _unexpired(stored, watermark)
         landing, window = self.candidates_dir is not None, self.window
-        fresh: pa.Table | None = None
-        rest = batch
-        if landing:
-            mask = _fresh_mask(batch, stored, watermark)
-            fresh = _fresh_rows(batch.filter(mask), watermark, window)
-            rest = batch.filter(pc.invert(mask))
-        records = list(zip(*(rest.column(c).to_pylist() for c in _RECORD_COLUMNS),
-                           strict=True))
-        # Per key, in fold order, so no step changes a row of this batch.
-        records.sort(key=_FOLD_ORDER)
+        fresh, records = _split_batch(batch, stored, watermark, window, landing)
         touched = list(dict.fromkeys(f"{r[0]}\n{r[1]}" for r in records))
         touched_set = pa.array(touched, pa.string())
         in_touched = pc.is_in(stored.column("key"), value_set=touched_set)
         keys = keys_of_table(stored.filter(in_touched))
         kept = stored.filter(pc.invert(in_touched))
-        out: list[tuple[str, str, ReplayCandidate, float | None, bool, bool]] = []
-        #: landing mode: the accepted line each 2006 of this batch repeats, when still kept
-        names: dict[tuple[str, int], str | None] = {}
-        start, count = 0, len(records)
-        while start < count:
-            sender, msg_id = records[start][0], records[start][1]
-            end = start + 1
-            while end < count and records[end][0] == sender and records[end][1] == msg_id:
-                end += 1
-            name = f"{sender}\n{msg_id}"
-            entry = keys.get(name)
-            if entry is None and end == start + 1:
-                # A key seen once: its entry built directly; step_key gives the same
-                # (tests/stream/test_replay_state.py, tests/unit/test_replay.py).
-                entry = fresh_entry(records[start], watermark, window)
-                if entry is not None:
-                    keys[name] = entry
-                    if not landing:  # landing mode reports only 2006 and inexact rows
-                        out.append((sender, msg_id, _candidate(records[start]), None, False,
-                                    True))
-                    start = end
-                    continue
-            state = EMPTY_STATE if entry is None else ReplayKeyState.from_plain(entry[1])
-            state, rows_out = step_key(state, records[start:end], watermark, window)
-            for candidate, seen, changed, exact in rows_out:
-                if landing:
-                    # landing mode reports only this batch's 2006 and inexact rows
-                    if changed or (seen is None and exact):
-                        continue
-                    if seen is not None:
-                        names[_row_id(candidate.ref)] = _accepted_name(state, seen)
-                out.append((sender, msg_id, candidate, seen, changed, exact))
-            if state.is_empty:
-                keys.pop(name, None)
-            else:
-                keys[name] = [expiry_ms(state, window), state.to_plain()]
-            start = end
+        out, names = _step_records(records, keys, watermark, window, landing)
         parts = [kept, table_of_keys(keys)]
         if fresh is not None:
             parts.append(fresh)
