@@ -10,14 +10,19 @@ import sys
 from pathlib import Path
 
 import snap_spark
+import snap_spark.common
+import snap_spark.files
 import snap_spark.protocol
 
 
 def test_protocol_imports_no_spark() -> None:
     modules = [f"snap_spark.protocol.{m.name}" for m in pkgutil.iter_modules(
         snap_spark.protocol.__path__)]
-    modules += ["snap_spark.files.lines", "snap_spark.samples.messages", "snap_spark.samples.nostr",
-                "snap_spark.cli"]
+    # and what every layer may import: the file layer and the small helpers
+    modules += [f"{package.__name__}.{m.name}" for package in (snap_spark.files,
+                                                               snap_spark.common)
+                for m in pkgutil.iter_modules(package.__path__)]
+    modules += ["snap_spark.samples.messages", "snap_spark.samples.nostr", "snap_spark.cli"]
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
@@ -28,6 +33,19 @@ def test_protocol_imports_no_spark() -> None:
                           timeout=120, check=False)
     assert len(modules) > 10
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_package_root_holds_only_the_public_entry_points() -> None:
+    """Everything else lives in a package whose name says what it holds (docs/development.md,
+    *Layout*): a new module goes there, not beside these."""
+    root = Path(snap_spark.__file__).parent
+    modules = {m.name for m in pkgutil.iter_modules([str(root)]) if not m.ispkg}
+    assert modules == {"cli", "runner", "settings", "views", "_native"} - (
+        set() if (root / "_native.abi3.so").exists() else {"_native"})
+    packages = {m.name for m in pkgutil.iter_modules([str(root)]) if m.ispkg}
+    assert packages == {"audit", "cluster", "common", "files", "jobs", "lake", "nostr",
+                        "pipeline", "protocol", "runtime", "samples", "schemas", "stream",
+                        "udfs"}
 
 
 def test_the_replay_processor_s_module_imports_no_pandas_or_arrow() -> None:
