@@ -63,29 +63,22 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_a_small_run_starts_no_spark_and_lands_what_a_started_session_lands(
+def test_a_small_run_starts_no_spark_and_lands_what_runs_with_spark_land(
         spark: Any, sample: Path, tmp_path: Path) -> None:
+    """The small run never starts Spark; a run with the session started at once, and one
+    whose landing is forced into Spark tasks (the session then starts at the first stage),
+    both start it, and all three land the same rows."""
     deferred = run_job(sample, tmp_path / "deferred")
     started = run_job(sample, tmp_path / "started", **{DEFER_ENV: "0"})
-    assert deferred["jvm"] is False
-    assert started["jvm"] is True
+    forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_DRIVER_LIMITS="land_bytes=0")
+    assert (deferred["jvm"], started["jvm"], forced["jvm"]) == (False, True, True)
     rows = verdicts(tmp_path / "deferred")
     assert len(rows) == 400
     assert {r[3] for r in rows} - {None}  # the sample's attacks are there
-    assert rows == verdicts(tmp_path / "started")
+    assert rows == verdicts(tmp_path / "started") == verdicts(tmp_path / "forced")
     tasks = [DeltaTable(str(tmp_path / name / "tasks")).to_pyarrow_table().num_rows
-             for name in ("deferred", "started")]
-    assert tasks[0] == tasks[1] > 0
-
-
-@pytest.mark.slow
-def test_a_run_that_needs_spark_starts_it_and_lands_the_same(
-        spark: Any, sample: Path, tmp_path: Path) -> None:
-    # landing forced into Spark tasks: the session starts at the first stage
-    forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_DRIVER_LIMITS="land_bytes=0")
-    small = run_job(sample, tmp_path / "small")
-    assert forced["jvm"] is True and small["jvm"] is False
-    assert verdicts(tmp_path / "forced") == verdicts(tmp_path / "small")
+             for name in ("deferred", "started", "forced")]
+    assert tasks[0] == tasks[1] == tasks[2] > 0
 
 
 def test_the_deferred_session_answers_what_the_started_one_holds(spark: Any) -> None:

@@ -22,7 +22,8 @@ from snap_spark.runtime.session import built_here, build_session, deferred_sessi
 
 user = (SparkSession.builder.master("local[1]").appName("a notebook")
         .config("spark.sql.session.timeZone", "America/New_York")
-        .config("spark.sql.shuffle.partitions", "3").getOrCreate())
+        .config("spark.sql.shuffle.partitions", "3").config("spark.ui.enabled", "false")
+        .getOrCreate())
 sc = user.sparkContext
 python_before = sc.pythonExec
 ours = build_session("snap-spark job", master="local[2]")
