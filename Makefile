@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup native jvm-archive spark-path test-fast test-python-core test-spark-path test-lanes delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
+.PHONY: setup native jvm-archive spark-path test-fast test-python-core test-spark-path test-lanes delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook connect-server check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
 
 setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
 
@@ -256,6 +256,13 @@ notebook: setup
 	@test -x $(VENV)/bin/jupyter-lab || { echo "notebook: installing JupyterLab into $(VENV) (once)"; \
 		$(UV_SYNC) --quiet --extra notebook; }
 	SNAP_SPARK_LAKE='$(abspath $(LAKE))' $(VENV)/bin/jupyter-lab $(NOTEBOOK_ARGS) $(NOTEBOOKS)
+
+# A Spark Connect server on this machine (snap_spark.runtime.connect_server): the installed
+# PySpark's server with Delta and snap-spark's functions, on sc://127.0.0.1:$(CONNECT_PORT)
+# until Ctrl-C. Notebooks reach it with SPARK_REMOTE=sc://127.0.0.1:$(CONNECT_PORT).
+CONNECT_PORT ?= 15002
+connect-server: setup
+	$(PY) -m snap_spark.runtime.connect_server --port $(CONNECT_PORT) --master '$(MASTER)'
 
 # The same sample through the pure-Python checker (no Spark).
 check-sample: setup $(SAMPLE)

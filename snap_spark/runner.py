@@ -520,6 +520,9 @@ FAILURE_LOGGERS = (
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
     "org.apache.spark.sql.execution.streaming.StreamExecution",
+    # the same two from Spark 4.1, which moved them
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.StreamExecution",
 )
 
 

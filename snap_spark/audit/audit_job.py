@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from snap_spark.audit.figures import Window
 from snap_spark.common.console import UsageError, log
 from snap_spark.common.extras import require
+from snap_spark.common.remote import refuse_remote
 from snap_spark.files import storage
 from snap_spark.runner import EXIT_ALERT, EXIT_OK, Context, Job
 from snap_spark.runner import main as run_job
@@ -203,6 +204,7 @@ def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | 
         result.alert                     # True when a threshold was crossed
         result.summary["thresholds"]     # each metric, its value and limit
     """
+    refuse_remote(spark, "the audit", "jobs/audit.py")
     started = time.monotonic()
     window = window or Window()
     if not storage.is_dir(lake_dir):

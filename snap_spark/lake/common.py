@@ -42,7 +42,7 @@ def has_delta_spark(spark: Any) -> bool:
         >>> has_delta_spark(spark)  # the tests' session loads it
         True
     """
-    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    extensions = spark.conf.get("spark.sql.extensions", None) or ""
     return DELTA_EXTENSION in [item.strip() for item in extensions.split(",")]
 
 

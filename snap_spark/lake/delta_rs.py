@@ -44,6 +44,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
+from snap_spark.common.remote import is_connect, parallelism
 from snap_spark.files import storage
 from snap_spark.lake.api import DataCommit, LakeError, RowUpdates
 from snap_spark.lake.common import (
@@ -227,6 +228,8 @@ def _spark_opens(spark: SparkSession, uri: str) -> bool:
         return True
     scheme = storage.split_scheme(uri)[0]
     known = _HADOOP_SCHEMES.setdefault(spark, {})
+    if scheme not in known and is_connect(spark):
+        known[scheme] = False  # the server's Hadoop layer is out of a remote client's sight
     if scheme not in known:
         try:
             jvm = spark.sparkContext._jvm
@@ -269,7 +272,7 @@ def _read_through_storage(spark: SparkSession, listed: ListedFiles) -> DataFrame
         (path, dict(zip(partition_columns, values, strict=True)))
         for path, values in zip(files, partitions, strict=True)
     ]
-    slices = max(1, min(len(tasks), 4 * spark.sparkContext.defaultParallelism))
+    slices = max(1, min(len(tasks), 4 * parallelism(spark)))
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from snap_spark.common.remote import is_connect
 from snap_spark.lake.api import (
     DataCommit,
     LakeError,
@@ -122,7 +123,9 @@ class DeltaSparkLake:
         """
         from delta.tables import DeltaTable
 
-        if not DeltaTable.isDeltaTable(spark, path):
+        # DeltaTable's own calls need Delta's Connect plugin on a Connect server; the read
+        # below does not, and fails there on a folder that holds no table.
+        if not is_connect(spark) and not DeltaTable.isDeltaTable(spark, path):
             raise LakeError(f"no Delta table at {path}")
         reader = spark.read.format("delta")
         if version is not None:

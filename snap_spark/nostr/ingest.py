@@ -56,6 +56,7 @@ import orjson
 import pyarrow as pa
 
 from snap_spark.common.console import log
+from snap_spark.common.remote import refuse_remote
 from snap_spark.files import storage
 from snap_spark.nostr.lines import event_from_line
 from snap_spark.nostr.stored import (
@@ -723,6 +724,7 @@ def ingest(spark: SparkSession, lake_dir: str, *, inputs: Sequence[str] = (),
     Raises:
         UsageError: nothing to read, or an unknown ``stored_clock``.
     """
+    refuse_remote(spark, "Nostr ingestion", "jobs/ingest_nostr.py")
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from snap_spark.common.console import UsageError

@@ -47,6 +47,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 from snap_spark.common.console import UsageError, log
+from snap_spark.common.remote import refuse_remote
 from snap_spark.files import storage
 from snap_spark.runner import Context, Job
 
@@ -316,6 +317,7 @@ def run_live(spark: SparkSession, plan: LivePlan) -> LiveResult:
     """Run the live stream until ``plan.duration`` seconds passed or the process is asked to
     stop (SIGTERM, SIGINT): the tap stops first, then the query takes what the spool holds
     and stops."""
+    refuse_remote(spark, "the live relay stream", "jobs/stream_nostr.py")
     from snap_spark.lake import get_lake
     from snap_spark.nostr.tap import RelayTap
     from snap_spark.pipeline.queries import stop_on_signals, stream_settings

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from snap_spark import __version__
 from snap_spark.common.console import UsageError, log
 from snap_spark.common.placement import limits
+from snap_spark.common.remote import refuse_remote
 from snap_spark.files import storage
 from snap_spark.pipeline.commit import (
     LANDED_TABLES,
@@ -138,6 +139,7 @@ def run(
         >>> run(spark, [str(tmp / "in")], str(tmp / "lake")).files_skipped
         1
     """
+    refuse_remote(spark, "the batch job", "jobs/verify_messages.py")
     from snap_spark.lake import get_lake
 
     settings = decided_settings(settings, spark)
@@ -393,6 +395,7 @@ def reverify(
         >>> again.message_rows_written == landed.lines_read == 40
         True
     """
+    refuse_remote(spark, "re-verifying", "jobs/verify_messages.py")
     from pyspark.sql import functions as F
 
     from snap_spark.lake import get_lake, table_uri

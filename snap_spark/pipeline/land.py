@@ -48,6 +48,7 @@ from pyspark.sql.types import StructType
 
 from snap_spark.common.processes import owner_alive
 from snap_spark.common.pyarrow_compat import sort_nulls_first
+from snap_spark.common.remote import parallelism
 from snap_spark.files import storage
 from snap_spark.files.lines import LineRange
 from snap_spark.lake import DataFile, PartitionedFileWriter
@@ -334,9 +335,8 @@ def fold_blocks(spark: Any) -> tuple[int, ...]:
 
     if os.environ.get(FOLD_BLOCKS_ENV, "").strip() == "0":
         return ()
-    text = str(spark.conf.get("spark.sql.shuffle.partitions", "") or "")
-    partitions = int(text) if text.isdigit() and int(text) > 0 else \
-        int(spark.sparkContext.defaultParallelism)
+    text = str(spark.conf.get("spark.sql.shuffle.partitions", None) or "")
+    partitions = int(text) if text.isdigit() and int(text) > 0 else parallelism(spark)
     return fold_keys(partitions)
 
 

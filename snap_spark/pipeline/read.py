@@ -46,6 +46,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from snap_spark.common.remote import parallelism
 from snap_spark.files import storage
 from snap_spark.files.lines import (
     INPUT_SUFFIXES,
@@ -287,8 +288,7 @@ def plan_ranges(
     """
     pieces = pieces or {}
     if split_bytes is None:
-        split_bytes = split_size(_plain_bytes(files, pieces),
-                                 spark.sparkContext.defaultParallelism)
+        split_bytes = split_size(_plain_bytes(files, pieces), parallelism(spark))
     if split_bytes == 0:
         return [LineRange(path, *pieces.get(path, WHOLE_FILE)) for path in files]
     planned = ahead.result(split_bytes) if ahead is not None else {}
@@ -507,7 +507,7 @@ def warm_workers(spark: SparkSession) -> threading.Thread | None:
 
     if os.environ.get(WARM_WORKERS_ENV, "").strip() == "0":
         return None
-    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    cores = parallelism(spark)
 
     def start() -> None:
         try:

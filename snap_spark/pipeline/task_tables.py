@@ -62,6 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from snap_spark.common.pyarrow_compat import sort_nulls_first
+from snap_spark.common.remote import refuse_remote
 from snap_spark.protocol.tasks import TaskEvent, TaskReport, TaskState, task_step
 from snap_spark.protocol.verdict import VALID
 
@@ -286,6 +287,7 @@ def rebuild_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         Traceback (most recent call last):
         snap_spark.common.console.UsageError: no messages table under ...: nothing to rebuild ...
     """
+    refuse_remote(spark, "the task rebuild", "jobs/rebuild_tasks.py")
     return _fold_tasks(spark, lake_dir, None)
 
 
@@ -320,6 +322,7 @@ def refresh_tasks(spark: SparkSession, lake_dir: str, task_ids: DataFrame | Coll
         Traceback (most recent call last):
         ValueError: task_ids is one string: pass a collection of task ids
     """
+    refuse_remote(spark, "the task refresh", "jobs/rebuild_tasks.py")
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import functions as F
 
@@ -390,6 +393,7 @@ def catch_up_tasks(spark: SparkSession, lake_dir: str) -> TasksResult:
         >>> len(table_rows(f"{lake}/tasks")) == len(sample.expected_tasks()) > 10
         True
     """
+    refuse_remote(spark, "the task catch-up", "jobs/rebuild_tasks.py")
     from snap_spark.files import storage
     from snap_spark.lake import get_lake, table_uri, table_version
 

@@ -39,12 +39,13 @@ Examples:
 
     After ``make setup`` (``None`` before):
 
-    >>> [Path(jar).name for jar in DELTA.available()]  # doctest: +NORMALIZE_WHITESPACE
-    ['io.delta_delta-spark_2.13-4.0.1.jar', 'io.delta_delta-storage-4.0.1.jar',
-     'org.antlr_antlr4-runtime-4.13.1.jar']
+    >>> DELTA.coordinate()  # for the lock's PySpark 4.2.0 and delta-spark 4.4.0
+    'io.delta:delta-spark_4.2_2.13:4.4.0'
+    >>> [Path(jar).name for jar in DELTA.available()][:2]
+    ['io.delta_delta-spark_4.2_2.13-4.4.0.jar', 'io.delta_delta-storage-4.4.0.jar']
     >>> [Path(jar).name for jar in submit_jars()]  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-    ['io.delta_delta-spark_2.13-4.0.1.jar', ...,
-     'org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar', ...]
+    ['io.delta_delta-spark_4.2_2.13-4.4.0.jar', ...,
+     'org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar', ...]
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def package_version(distribution: str) -> Callable[[], str]:
     Examples:
         >>> pyspark_version = package_version("pyspark")
         >>> pyspark_version()  # the pinned pyspark
-        '4.0.1'
+        '4.2.0'
     """
 
     def version() -> str:
@@ -351,7 +352,7 @@ def fetch(
     list at once)::
 
         jars = fetch(JAR_SETS["kafka"])
-        # ['/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
+        # ['/repo/.venv/kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar',
         #  '/repo/.venv/kafka-jars/ivy/jars/org.apache.kafka_kafka-clients-3.9.1.jar', ...]
     """
     folder = directory or cache_dir(jar_set)
@@ -395,8 +396,8 @@ def substitutions(jar_set: JarSet, directory: Path | None = None) -> dict[str, s
     """Dependencies the cached set took at another version (``group:name`` → version).
 
     Examples:
-        >>> substitutions(JAR_SETS["kafka"])  # after make setup: no token-provider 4.0.1
-        {'org.apache.spark:spark-token-provider-kafka-0-10_2.13': '4.0.0'}
+        >>> substitutions(JAR_SETS["kafka"])  # after make setup: 4.2.0's are all served
+        {}
         >>> substitutions(JAR_SETS["kafka"], tmp)  # nothing cached there
         {}
     """
@@ -491,7 +492,7 @@ def submit_jars(names: Sequence[str] = ("delta", "kafka")) -> list[str]:
         After ``make setup``:
 
         >>> submit_jars(["kafka"])  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-        ['/.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar',
+        ['/.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar',
          ...]
         >>> any("kafka-clients" in Path(jar).name for jar in submit_jars(["kafka"]))
         True
@@ -586,7 +587,7 @@ def set_main(jar_set: JarSet, argv: Sequence[str] | None = None, *, prog: str = 
         After ``make setup``:
 
         >>> set_main(JAR_SETS["kafka"], ["status"])  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-        Kafka connector JARs for org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1: ... cached
+        Kafka connector JARs for org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0: ... cached
         in .../kafka-jars...
         0
     """
@@ -648,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         After ``make setup``:
 
         >>> main(["jars", "kafka"])  # doctest: +ELLIPSIS
-        /.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.0.1.jar,...
+        /.../kafka-jars/ivy/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar,...
         0
     """
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -722,7 +723,7 @@ def missing_connector_message(class_name: str = KAFKA_SOURCE_PROVIDER) -> str:
     Examples:
         >>> print(missing_connector_message())  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
         the Kafka connector is not loaded: run make setup, or pass --packages
-        org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1 (the driver's JVM cannot load
+        org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 (the driver's JVM cannot load
         org.apache.spark.sql.kafka010.KafkaSourceProvider; ...)
     """
     return (

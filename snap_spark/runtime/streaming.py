@@ -21,8 +21,31 @@ if TYPE_CHECKING:
 #: state's schema and changelogs), and the one that writes them through Hadoop's
 #: ``FileSystem`` API (Spark's default goes through ``FileContext``).
 CHECKPOINT_MANAGER_CONF: Final = "spark.sql.streaming.checkpointFileManagerClass"
-FILE_SYSTEM_CHECKPOINTS: Final = (
-    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
+
+
+def checkpoint_manager_class(name: str, spark_version: str | None = None) -> str:
+    """The full name of Spark's checkpoint file manager class ``name`` on the installed
+    Spark (or ``spark_version``): Spark 4.1 moved the classes into a ``checkpointing``
+    package, and Spark fails a query's start on a name it cannot load.
+
+    Examples:
+        >>> checkpoint_manager_class("FileSystemBasedCheckpointFileManager", "4.0.1")
+        'org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager'
+        >>> checkpoint_manager_class("FileContextBasedCheckpointFileManager", "4.2.0")
+        'org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager'
+    """
+    if spark_version is None:
+        from pyspark.version import __version__ as installed
+
+        spark_version = str(installed)
+    major, minor = (int(part) for part in spark_version.split(".")[:2])
+    package = "org.apache.spark.sql.execution.streaming"
+    if (major, minor) >= (4, 1):
+        package += ".checkpointing"
+    return f"{package}.{name}"
+
+
+FILE_SYSTEM_CHECKPOINTS: Final = checkpoint_manager_class("FileSystemBasedCheckpointFileManager")
 
 
 def configure_checkpoint_files(spark: SparkSession, checkpoint: str) -> None:

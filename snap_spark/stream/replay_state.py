@@ -745,7 +745,9 @@ class ReplayStateProcessor(StatefulProcessor):
         self._timer.update((wanted,))
 
     def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+        # pandas frames: the processor runs in pandas mode (PySpark 4.2's stubs also allow
+        # the Row mode's rows, so the parameter takes the union's supertype)
+        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         (bucket,) = key
         if bucket is None or int(bucket) == PASSTHROUGH_BUCKET:

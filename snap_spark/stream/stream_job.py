@@ -47,6 +47,7 @@ import pyarrow as pa
 
 from snap_spark import __version__
 from snap_spark.common.console import UsageError, log
+from snap_spark.common.remote import refuse_remote
 from snap_spark.files import storage
 from snap_spark.pipeline.commit import JobResult
 from snap_spark.pipeline.queries import (
@@ -529,6 +530,7 @@ def run_stream(spark: SparkSession, plan: StreamPlan, trigger: dict[str, Any]
                ) -> StreamResult:
     """Start the query and wait until it stops (``availableNow``: when the input is done;
     a processing-time trigger: until the process is stopped)."""
+    refuse_remote(spark, "the stream", "jobs/stream_verify.py")
     from snap_spark.lake import get_lake, table_uri
     from snap_spark.pipeline.batch_job import LANDED_TABLES, prepare_landing
     from snap_spark.pipeline.runs import clean_leftovers, run_marker

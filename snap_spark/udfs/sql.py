@@ -372,23 +372,47 @@ def _p2tr_udf() -> UserDefinedFunctionLike:
     return _vectorized(snap_p2tr_key, P2TR_TYPE)
 
 
-#: The vectorized UDFs themselves: any input type, never raise (see :func:`canonicalize_texts`,
-#: :func:`verify_lines`, :func:`decode_addresses`). Spark converts a STRING to Python text
-#: before they run, and fails the task on a STRING that is not valid UTF-8 (``spark.read.text``
-#: keeps such bytes): call them through :func:`snap_verify` & co. or the SQL functions, which
-#: pass the bytes as BINARY.
-canonicalize_udf: UserDefinedFunctionLike = _canonicalize_udf()
-p2tr_udf: UserDefinedFunctionLike = _p2tr_udf()
-_VERIFY_UDFS: dict[float, UserDefinedFunctionLike] = {}
+# The vectorized UDFs, one object per session kind and drift limit, built on first use:
+# PySpark builds a UDF for the kind of session the process runs (a classic one, or Spark
+# Connect once a remote session exists), so an object built at import, before a remote
+# session, would be a classic UDF that a Connect session cannot call.
+_UDFS: dict[tuple[str, bool, float], UserDefinedFunctionLike] = {}
+
+
+def _cached(name: str, build: Callable[[], UserDefinedFunctionLike],
+            max_drift: float = 0.0) -> UserDefinedFunctionLike:
+    from pyspark.sql.utils import is_remote
+
+    key = (name, is_remote(), max_drift)
+    udf = _UDFS.get(key)
+    if udf is None:
+        udf = _UDFS[key] = build()
+    return udf
+
+
+def canonicalize_udf() -> UserDefinedFunctionLike:
+    """The vectorized canonicalize UDF (payload → JCS text, see :func:`canonicalize_texts`)
+    for this process's kind of session.
+
+    The vectorized UDFs take any input type and never raise. Spark converts a STRING to
+    Python text before they run, and fails the task on a STRING that is not valid UTF-8
+    (``spark.read.text`` keeps such bytes): call them through :func:`snap_verify` & co. or
+    the SQL functions, which pass the bytes as BINARY.
+    """
+    return _cached("canonicalize", _canonicalize_udf)
+
+
+def p2tr_udf() -> UserDefinedFunctionLike:
+    """The vectorized P2TR decode UDF (address → :data:`P2TR_TYPE`, see
+    :func:`decode_addresses`) for this process's kind of session."""
+    return _cached("p2tr", _p2tr_udf)
 
 
 def verify_udf(max_drift: float = DEFAULT_MAX_DRIFT) -> UserDefinedFunctionLike:
     """The vectorized verify UDF (raw line, receipt time → :data:`VERIFY_TYPE`) for a
-    timestamp drift limit in seconds (the spec's is 60); one object per limit."""
-    udf = _VERIFY_UDFS.get(max_drift)
-    if udf is None:
-        udf = _VERIFY_UDFS[max_drift] = _make_verify_udf(max_drift)
-    return udf
+    timestamp drift limit in seconds (the spec's is 60), for this process's kind of
+    session; one object per limit."""
+    return _cached("verify", lambda: _make_verify_udf(max_drift), max_drift)
 
 
 def _column(col: ColumnOrName) -> Column:
@@ -406,7 +430,7 @@ def snap_canonicalize(payload: ColumnOrName) -> Column:
         >>> [r.c for r in df.select(snap_canonicalize("p").alias("c")).collect()]
         ['{"a":"x","b":1}', None]
     """
-    return canonicalize_udf(_column(payload).cast("binary"))
+    return canonicalize_udf()(_column(payload).cast("binary"))
 
 
 def snap_verify(raw_line: ColumnOrName, received_at: ColumnOrName, *,
@@ -442,7 +466,7 @@ def snap_p2tr_key(address: ColumnOrName) -> Column:
     from pyspark.sql import functions as F
 
     col = _column(address)
-    return F.when(col.isNotNull(), p2tr_udf(col.cast("binary")))
+    return F.when(col.isNotNull(), p2tr_udf()(col.cast("binary")))
 
 
 #: SQL names :func:`register_udfs` registers, in order.
@@ -482,8 +506,8 @@ def register_udfs(spark: SparkSession, *, max_drift: float = DEFAULT_MAX_DRIFT) 
         >>> spark.sql("SELECT snap_p2tr_key('bc1qxyz').error AS e").first().e
         'P2TR address must be 62 characters, got 7'
     """
-    udfs = {"_snap_canonicalize": canonicalize_udf, "_snap_verify": verify_udf(max_drift),
-            "_snap_p2tr_key": p2tr_udf}
+    udfs = {"_snap_canonicalize": canonicalize_udf(), "_snap_verify": verify_udf(max_drift),
+            "_snap_p2tr_key": p2tr_udf()}
     for name, ddl in _SQL_FUNCTIONS:
         spark.udf.register(name, udfs[name])
         spark.sql(ddl)

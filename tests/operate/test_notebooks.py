@@ -1,26 +1,35 @@
-"""The notebooks under ``notebooks/`` run end to end on a real lake and show true numbers.
+"""The notebooks under ``notebooks/`` run end to end on a real lake and show true numbers,
+on a classic session and through Spark Connect; the notebook API (:mod:`snap_spark.api`)
+gives the same answers on a Connect session as the checker and the tables.
 
 Each notebook runs in a Jupyter kernel of this interpreter (nbclient, ipykernel), twice in
 the same kernel so Spark starts once: on the ``full_lake`` fixture's lake (every table,
 written by the real jobs), then on a copy of its batch tables only (what ``make run`` alone
 leaves), where the Nostr sections must say what to run instead of failing. The figures the
 notebook prints in its ``figures`` cell are checked against counts read here from the Delta
-tables with delta-rs.
+tables with delta-rs. It then runs once more, unchanged, in a kernel whose ``SPARK_REMOTE``
+points at a real Spark Connect server (``tests/connect_server.py``).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
+
+import snap_spark
+from tests.connect_server import ConnectServer
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -91,26 +100,35 @@ def _kernel_manager() -> Any:
     return manager
 
 
-def _run_twice(path: Path, full: Path, batch_only: Path) -> tuple[Any, Any]:
-    """Run the notebook on ``full``, then on ``batch_only`` in the same kernel; return both
-    executed notebooks (a cell error raises ``CellExecutionError`` with its traceback)."""
+def _kernel_env(lake: Path, **extra: str) -> dict[str, str]:
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, SNAP_SPARK_LAKE=str(lake), PYTHONPATH=python_path,
+                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"), **extra)
+
+
+def _run(path: Path, env: dict[str, str], *notebooks: Any) -> None:
+    """Run ``notebooks`` (read from ``path``) one after the other in one kernel started with
+    ``env`` (a cell error raises ``CellExecutionError`` with its traceback)."""
     from nbclient import NotebookClient
 
-    on_full = nbformat.read(path, as_version=4)
-    on_batch = nbformat.read(path, as_version=4)
-    on_batch.cells.insert(0, nbformat.v4.new_code_cell(SWITCH_LAKE.format(lake=str(batch_only))))
-    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, SNAP_SPARK_LAKE=str(full), PYTHONPATH=python_path,
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP=os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
-    client = NotebookClient(on_full, km=_kernel_manager(), timeout=300,
+    client = NotebookClient(notebooks[0], km=_kernel_manager(), timeout=300,
                             resources={"metadata": {"path": str(path.parent)}})
     with client.setup_kernel(env=env):
-        for notebook in (on_full, on_batch):
+        for notebook in notebooks:
             client.nb = notebook
             for index, cell in enumerate(notebook.cells):
                 if cell.cell_type == "code":
                     client.execute_cell(cell, index)
+
+
+def _run_twice(path: Path, full: Path, batch_only: Path) -> tuple[Any, Any]:
+    """Run the notebook on ``full``, then on ``batch_only`` in the same kernel; return both
+    executed notebooks."""
+    on_full = nbformat.read(path, as_version=4)
+    on_batch = nbformat.read(path, as_version=4)
+    on_batch.cells.insert(0, nbformat.v4.new_code_cell(SWITCH_LAKE.format(lake=str(batch_only))))
+    _run(path, _kernel_env(full), on_full, on_batch)
     return on_full, on_batch
 
 
@@ -223,3 +241,141 @@ def test_notebook_runs_and_shows_the_tables_figures(path: Path, full_lake: Any,
         k: figures[k] for k in BATCH_FIGURES}
     drawn = sum(_has_png(cell) for cell in on_batch.cells if "chart" in _tags(cell))
     assert 0 < drawn < len(charts)
+
+
+# ------------------------------------------------------------------ through Spark Connect
+
+
+@pytest.fixture(scope="module")
+def connect_server() -> Iterator[ConnectServer]:
+    """A real Spark Connect server (with Delta) for this file's Connect tests."""
+    with ConnectServer() as server:
+        yield server
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_lake_notebook_runs_unchanged_through_spark_connect(
+        connect_server: ConnectServer, full_lake: Any) -> None:
+    path = ROOT / "notebooks" / "explore_lake.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    _run(path, _kernel_env(full_lake.lake, SPARK_REMOTE=connect_server.url), notebook)
+
+    printed = "".join(_text(cell) for cell in notebook.cells)
+    assert "views: agent_card_history, agent_cards" in printed, printed[:2000]
+    assert all(_has_png(cell) for cell in notebook.cells if "chart" in _tags(cell))
+    figures = _figures(notebook)
+    expected = _expected(full_lake.lake, figures["stuck_after_seconds"])
+    assert {key: figures.get(key) for key in expected} == expected
+    assert figures["pandas_matches_spark"] is True
+    assert f"session: Spark Connect at {connect_server.url}" in printed
+
+
+def _api_inputs(full_lake: Any, scratch: Path) -> dict[str, Any]:
+    from snap_spark.samples.messages import SampleConfig, generate
+    from tests.udf.test_sql_udfs import _bare_clock, _invalid_addresses
+    from tests.unit.helpers import ADDR_C_TEST
+
+    sample = [line for line, _ in generate(SampleConfig(
+        agents=4, messages=300, seed=31, attack_share=0.4, bare_share=0.15,
+        testnet_share=0.3))]
+    garbage: list[bytes | None] = [None, b"", b"\xff\xfe{not utf-8", b'{"id": ', b"[" * 5000,
+                                   b'{"version": 1, "id": []}']
+    lines = sample + garbage
+    received = [None if raw is None else _bare_clock(raw) for raw in lines]
+    vectors = json.loads((ROOT / "tests" / "vectors" / "jcs-payloads.json").read_text())
+    keys = json.loads((ROOT / "tests" / "vectors" / "key-encoding.json").read_text())
+    return {
+        "lines": [[None if raw is None else base64.b64encode(raw).decode(), r]
+                  for raw, r in zip(lines, received, strict=True)],
+        "payloads": [json.dumps(v["input"], indent=2, ensure_ascii=False)
+                     for v in vectors["vectors"]] + ["{", "[" * 300 + "]" * 300, None],
+        "addresses": [v["p2trAddress"] for v in keys["vectors"]] + _invalid_addresses()
+        + [ADDR_C_TEST, None],
+        "traffic": str(full_lake.traffic), "lake": str(full_lake.lake),
+        "scratch": str(scratch / "not-written"),
+    }
+
+
+def _table_rows(lake: Path, name: str) -> list[str]:
+    """A table's rows read by delta-rs, each as sorted JSON (bytes as base64), sorted."""
+    from deltalake import DeltaTable
+
+    from tests.operate.connect_client import _jsonable
+
+    rows = DeltaTable(str(lake / name)).to_pyarrow_table().to_pylist()
+    return sorted(json.dumps(_jsonable(row), sort_keys=True) for row in rows)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_notebook_api_on_spark_connect(connect_server: ConnectServer, full_lake: Any,
+                                       spark: Any, tmp_path: Path) -> None:
+    """Every entry point of snap_spark.api from a child process's Connect session, against
+    the checker, the spec's vectors, the classic session and the tables read by delta-rs."""
+    from snap_spark.protocol.checker import check_lines
+    from snap_spark.protocol.validate import ReceiptClock
+    from snap_spark.udfs.sql import UDF_NAMES
+    from tests.udf.test_sql_udfs import _assert_matches, reference
+
+    given = _api_inputs(full_lake, tmp_path)
+    (tmp_path / "in.json").write_text(json.dumps(given))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.operate.connect_client", connect_server.url,
+         str(tmp_path / "in.json"), str(tmp_path / "out.json")],
+        # TZ: PySpark gives timestamps as naive datetimes of the client's local time zone
+        cwd=ROOT, env=_kernel_env(full_lake.lake, TZ="UTC"), capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-6000:] + connect_server.log()
+    got = json.loads((tmp_path / "out.json").read_text())
+    assert got["connect"] is True
+    assert got["column_kinds"] == ["pyspark.sql.connect.column"]  # not classic, JVM columns
+
+    functions = got["functions"]
+    assert functions["registered"] == list(UDF_NAMES)
+    lines = [(None if raw is None else base64.b64decode(raw), r) for raw, r in given["lines"]]
+    assert len(functions["verify_sql"]) == len(lines)
+    for row, other, (raw, received) in zip(functions["verify_sql"], functions["verify_df"],
+                                           lines, strict=True):
+        if raw is None:  # SQL NULL, not a line: documented apart from the checker's cases
+            assert (row["verdict"], row["error_code"], row["error_detail"]) == (
+                "rejected", 1003, "raw_line is NULL")
+        else:
+            _assert_matches(row, reference(raw, received), raw)
+        assert other == row
+    codes = {row["error_code"] for row in functions["verify_sql"]}
+    assert {None, 1003, 2001, 2004, 2005} <= codes, codes
+    vectors = json.loads((ROOT / "tests" / "vectors" / "jcs-payloads.json").read_text())
+    expected_jcs = [v["expected"] for v in vectors["vectors"]] + [None, None, None]
+    assert functions["canonical_sql"] == functions["canonical_df"] == expected_jcs
+    # the P2TR decodes equal the classic session's (tests/udf checks those against the spec)
+    snap_spark.register_udfs(spark)
+    classic = spark.createDataFrame(list(enumerate(given["addresses"])), "i BIGINT, a STRING")
+    classic_keys = [None if r.k is None else r.k.asDict() for r in classic.orderBy("i")
+                    .selectExpr("snap_p2tr_key(a) AS k").collect()]
+    assert functions["p2tr_sql"] == functions["p2tr_df"] == classic_keys
+    assert sum(1 for k in classic_keys if k and k["valid"]) >= 5
+
+    # the transforms: the checker's final verdicts of the traffic file, line by line
+    raws = Path(full_lake.traffic).read_bytes().split(b"\n")[:-1]
+    verdicts = check_lines(raws, ReceiptClock("message"))
+    want = [[v.line_no, v.verdict, v.error_code] for v in verdicts]
+    for name in ("stepwise", "read_messages"):
+        assert [row[:3] for row in got["transforms"][name]] == want, name
+    assert any(row[2] == 2006 for row in got["transforms"]["read_messages"])
+
+    # every table of the lake, both ways register_views reads one, equal to delta-rs's rows
+    tables = got["tables"]
+    assert all(tables["present"].values()), tables["present"]
+    for name in tables["present"]:
+        expected_rows = _table_rows(full_lake.lake, name)
+        for way in ("local", "spark_"):
+            rows = sorted(json.dumps(row, sort_keys=True) for row in tables[way][name])
+            assert rows == expected_rows, (way, name)
+
+    for name, said in got["refusals"].items():
+        assert said.startswith(("the batch job", "the task rebuild")), (name, said)
+        assert "spark-submit jobs/" in said and "\n" not in said
+    assert not Path(given["scratch"]).exists()  # nothing was written
+    assert got["params"] == {"n": 42, "k": 2}
+

@@ -191,7 +191,7 @@ def test_the_environment_holds_the_bottom_of_every_range_and_no_extra(
     found = json.loads(done.stdout)
     assert [f"{n}=={v}" for n, v in sorted(found["versions"].items())] == sorted(
         installed["bottoms"], key=lambda b: b.split("==")[0])
-    assert "pyspark==4.0.0" in installed["bottoms"]  # the other end of the lock's Spark line
+    assert "pyspark==4.0.5" in installed["bottoms"]  # the newest patch of the bottom line
     assert found["absent"] == ["nostr_sdk", "matplotlib", "boto3"]
     assert Path(found["package"]).is_relative_to(installed["prefix"])
 

@@ -20,6 +20,7 @@ from snap_spark.runtime.scope import RUNTIME_ENV
 from snap_spark.runtime.streaming import (
     CHECKPOINT_MANAGER_CONF,
     FILE_SYSTEM_CHECKPOINTS,
+    checkpoint_manager_class,
     configure_checkpoint_files,
 )
 from snap_spark.samples.messages import SampleConfig, generate
@@ -91,7 +92,7 @@ def test_drops_through_the_stream_equal_the_checker_and_the_tasks(
     # The checkpoint's files: through Hadoop's FileSystem (what a local checkpoint gets),
     # or through Spark's default class, named by the session (which the stream keeps).
     manager = (None if checkpoint_files == "FileSystem" else
-               "org.apache.spark.sql.execution.streaming.FileContextBasedCheckpointFileManager")
+               checkpoint_manager_class("FileContextBasedCheckpointFileManager"))
     with_conf(spark, request, CHECKPOINT_MANAGER_CONF, manager)
     if steps == "in Spark stages":
         set_limits(monkeypatch, pass_lines="spark", fold_tasks="spark", fold_rows="spark")

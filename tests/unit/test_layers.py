@@ -40,7 +40,7 @@ def test_the_package_root_holds_only_the_public_entry_points() -> None:
     *Layout*): a new module goes there, not beside these."""
     root = Path(snap_spark.__file__).parent
     modules = {m.name for m in pkgutil.iter_modules([str(root)]) if not m.ispkg}
-    assert modules == {"cli", "runner", "settings", "views", "_native"} - (
+    assert modules == {"api", "cli", "runner", "settings", "views", "_native"} - (
         set() if (root / "_native.abi3.so").exists() else {"_native"})
     packages = {m.name for m in pkgutil.iter_modules([str(root)]) if m.ispkg}
     assert packages == {"audit", "cluster", "common", "files", "jobs", "lake", "nostr",
@@ -231,10 +231,11 @@ def _defines_a_job(module: str) -> bool:
 def test_the_runtime_package_is_imported_by_the_jobs_and_entry_points_only() -> None:
     """:mod:`snap_spark.runtime` (the session builder and the local speed machinery) is
     imported by the job runner, the modules that define a job, the spark-submit entry
-    points (``snap_spark.jobs.*``), the ``snap-spark`` command and the cluster demo, and
+    points (``snap_spark.jobs.*``), the ``snap-spark`` command, the notebook API's session
+    and the cluster demo, and
     by nothing a step of the pipeline, the lake or the protocol is made of; ``import
     snap_spark`` imports none of it."""
-    entry_points = {"snap_spark.runner", "snap_spark.cli", "snap_spark.cluster",
+    entry_points = {"snap_spark.runner", "snap_spark.cli", "snap_spark.api", "snap_spark.cluster",
                     "snap_spark.cluster.compare", "snap_spark.cluster.demo"}
     edges = _modules_imported(_imports())
     importers = {name: {m for m in targets if m.startswith("snap_spark.runtime")}

@@ -39,8 +39,8 @@ def test_each_set_follows_its_installed_package() -> None:
 
     assert maven_jars.KAFKA.coordinate() == (
         f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}")
-    assert maven_jars.JAR_SETS["delta"].coordinate() == (
-        f"io.delta:delta-spark_2.13:{version('delta-spark')}")
+    artifact = maven_jars.delta_artifact(version("delta-spark"), version("pyspark"))
+    assert maven_jars.JAR_SETS["delta"].coordinate() == f"{artifact}:{version('delta-spark')}"
     pinned = maven_jars.JarSet("x", "X", ("g:a", "g:b:1.2"), lambda: "9.0", "X_ENV", "x", "g_a-")
     assert pinned.coordinate() == "g:a:9.0,g:b:1.2"  # an artifact with its own version keeps it
 
