@@ -4,7 +4,8 @@ PySpark's wheel carries the Connect server (``jars/spark-connect_*.jar``) but no
 ``sbin/start-connect-server.sh``; this module starts the same server class with
 ``spark-submit``: Delta Lake's JARs, session extension and catalog when ``make setup``
 cached them, this interpreter as the Python of its workers (which run the SNAP functions'
-code, so they import snap-spark), UTC, loopback by default. A notebook then connects with
+code, so they import snap-spark), snap-spark's session defaults (UTC, Arrow, Delta's
+snapshot of a small log in few tasks), loopback by default. A notebook then connects with
 ``SPARK_REMOTE=sc://127.0.0.1:15002`` (:func:`snap_spark.api.session`).
 
     python -m snap_spark.runtime.connect_server --port 15002        # runs until Ctrl-C
@@ -31,12 +32,16 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: Spark Connect's usual port.
 DEFAULT_PORT = 15002
 
-#: Settings every server started here gets (``conf`` of :func:`server_command` wins).
+#: Settings every server started here gets, over snap-spark's session defaults
+#: (``conf/spark-defaults.conf``: UTC, Arrow, Delta's small-log snapshot, ...); ``conf`` of
+#: :func:`server_command` wins.
 SERVER_SETTINGS: Mapping[str, str] = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
 }
+#: Session defaults a server does not take: on a server without Delta's parser the analyzer
+#: binding *breaks* SQL parameters of Connect sessions (docs/development.md, *Spark lines*).
+NOT_FOR_SERVERS = ("spark.sql.legacy.parameterSubstitution.constantsOnly",)
 
 
 def spark_submit() -> str:
@@ -58,8 +63,11 @@ def server_command(port: int = DEFAULT_PORT, *, host: str = "127.0.0.1",
     from snap_spark.lake import DELTA_CATALOG, DELTA_EXTENSION
     from snap_spark.runtime.jvm_archive import driver_jvm_flags
     from snap_spark.runtime.maven_jars import DELTA, DeltaJarsError
+    from snap_spark.runtime.session import read_spark_conf
 
-    settings = dict(SERVER_SETTINGS)
+    settings = {key: value for key, value in read_spark_conf().items()
+                if key not in NOT_FOR_SERVERS}
+    settings.update(SERVER_SETTINGS)
     jars = DELTA.available() if delta is not False else None
     if delta and not jars:
         raise DeltaJarsError("Delta's JARs are not cached: run `make setup`")

@@ -316,6 +316,7 @@ def test_notebook_api_on_spark_connect(connect_server: ConnectServer, full_lake:
     from snap_spark.protocol.checker import check_lines
     from snap_spark.protocol.validate import ReceiptClock
     from snap_spark.udfs.sql import UDF_NAMES
+    from tests.operate.connect_client import SPARK_READ
     from tests.udf.test_sql_udfs import _assert_matches, reference
 
     given = _api_inputs(full_lake, tmp_path)
@@ -328,6 +329,7 @@ def test_notebook_api_on_spark_connect(connect_server: ConnectServer, full_lake:
         timeout=600)
     assert done.returncode == 0, done.stderr[-6000:] + connect_server.log()
     got = json.loads((tmp_path / "out.json").read_text())
+    print("Connect client steps (s):", got["timings"])
     assert got["connect"] is True
     assert got["column_kinds"] == ["pyspark.sql.connect.column"]  # not classic, JVM columns
 
@@ -364,14 +366,15 @@ def test_notebook_api_on_spark_connect(connect_server: ConnectServer, full_lake:
         assert [row[:3] for row in got["transforms"][name]] == want, name
     assert any(row[2] == 2006 for row in got["transforms"]["read_messages"])
 
-    # every table of the lake, both ways register_views reads one, equal to delta-rs's rows
+    # every table of the lake, and three through the server's Delta read, equal to delta-rs's
     tables = got["tables"]
     assert all(tables["present"].values()), tables["present"]
-    for name in tables["present"]:
-        expected_rows = _table_rows(full_lake.lake, name)
-        for way in ("local", "spark_"):
+    assert sorted(tables["local"]) == sorted(tables["present"])
+    assert sorted(tables["spark_"]) == sorted(SPARK_READ)
+    for way, names in (("local", tables["present"]), ("spark_", SPARK_READ)):
+        for name in names:
             rows = sorted(json.dumps(row, sort_keys=True) for row in tables[way][name])
-            assert rows == expected_rows, (way, name)
+            assert rows == _table_rows(full_lake.lake, name), (way, name)
 
     for name, said in got["refusals"].items():
         assert said.startswith(("the batch job", "the task rebuild")), (name, said)
