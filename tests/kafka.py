@@ -32,7 +32,6 @@ import base64
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ from typing import Any
 import pyspark
 
 from snap_spark.runtime import maven_jars
-from tests.s3server import free_port
+from tests.child_server import free_port, port_open, wait_ready
 
 #: Kafka of the line Spark 4.0.1's connector is built and tested against (its kafka-clients
 #: and its own test broker are 3.9.1).
@@ -65,6 +64,7 @@ BROKER_JARS = maven_jars.JarSet(
     folder="kafka-broker",
     marker="org.apache.kafka_kafka_2.13-",
     consequence="the Kafka tests fail",
+    for_spark=False,  # the broker's own class path: every JAR it resolved
     remote_only=True,  # Kafka's dependencies are often half-present in ~/.m2
 )
 
@@ -240,22 +240,9 @@ class KafkaBroker:
             raise RuntimeError(f"formatting the broker's storage in {self.home} failed:\n{output}")
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.startup_seconds
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                return False
-            if STARTED_MARKER in self.log(last_chars=0) and self._accepts():
-                return True
-            time.sleep(0.1)
-        return False
-
-    def _accepts(self) -> bool:
-        with contextlib.suppress(OSError), socket.create_connection(
-            ("127.0.0.1", self.port), timeout=1
-        ):
-            return True
-        return False
+        assert self._process is not None
+        return wait_ready(self._process, self.startup_seconds, lambda: (
+            STARTED_MARKER in self.log(last_chars=0) and port_open(self.port)))
 
     def stop(self) -> None:
         """Stop the broker's process group (TERM, then KILL if it lingers) and remove its

@@ -11,18 +11,15 @@ Use it as ``tests/storage/conftest.py`` does: ``with S3Server() as server:``, th
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from tests.child_server import ChildServer, free_port
+
+__all__ = ["S3Server", "apply_environment", "free_port", "restore_environment"]
 
 #: Dummy credentials the server accepts (moto checks nothing, but clients must sign).
 ACCESS_KEY = "testing"
@@ -43,72 +40,29 @@ CLEARED_VARIABLES = (
 )
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class S3Server:
+class S3Server(ChildServer):
     """``python -m moto.server`` on 127.0.0.1, started by :meth:`start`, ended by :meth:`stop`."""
 
+    name = "moto server"
+    attempts = 3
+
     def __init__(self, startup_seconds: float = 30.0) -> None:
-        self.port = 0
-        self.startup_seconds = startup_seconds
-        self.log_path = Path(tempfile.mkdtemp(prefix="moto-")) / "server.log"
-        self._process: subprocess.Popen[bytes] | None = None
+        super().__init__(startup_seconds, "moto-")
 
     @property
     def endpoint(self) -> str:
         """``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> S3Server:
-        """Start the server and wait until it answers; raises ``RuntimeError`` if it does not."""
-        for _attempt in range(3):  # the free port can be taken between probe and bind
-            self.port = free_port()
-            with open(self.log_path, "ab") as log:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                     "-p", str(self.port)],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                )
-            if self._wait_ready():
-                return self
-            self.stop()
-        raise RuntimeError(f"moto server did not start; see {self.log_path}:\n{self.log()}")
+    def command(self) -> tuple[list[str], dict[str, str] | None]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)], None
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.startup_seconds
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
-                    return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
-        return False
-
-    def stop(self) -> None:
-        """Stop the server process (terminate, then kill if it lingers)."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
+    def answers(self) -> bool:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-    def log(self, last_chars: int = 4000) -> str:
-        """The end of the server's log (for failure messages)."""
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")[-last_chars:]
-        return ""
+            with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
 
     def environment(self) -> dict[str, str]:
         """The standard AWS variables pointing clients at this server."""
@@ -143,17 +97,6 @@ class S3Server:
             for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
             for item in page.get("Contents", [])
         )
-
-    def __enter__(self) -> S3Server:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def apply_environment(variables: dict[str, str]) -> dict[str, str | None]:
