@@ -52,8 +52,6 @@ def register_udfs(spark: SparkSession, *, max_drift: float | None = None) -> lis
         >>> spark.sql("SELECT snap_p2tr_key('bc1qxyz').error AS e").first().e
         'P2TR address must be 62 characters, got 7'
     """
-    from snap_spark.udfs.sql import register_udfs as register
+    from snap_spark.api import register_udfs as register
 
-    if max_drift is None:
-        return register(spark)
     return register(spark, max_drift=max_drift)

@@ -38,7 +38,8 @@ Examples:
 
         spark = api.session(app_name="explore")
         api.register_views(spark, "s3://bucket/lake")
-        api.sql(spark, "SELECT * FROM messages WHERE sender = p.sender", sender="bc1p...")
+        api.sql(spark, "SELECT * FROM messages m, {params} p WHERE m.sender = p.sender",
+                sender="bc1p...")
 """
 
 from __future__ import annotations
