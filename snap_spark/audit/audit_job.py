@@ -176,16 +176,17 @@ def _read_tables(spark: SparkSession, lake_dir: str
     return frames, facts
 
 
-def _recorded_settings(spark: SparkSession, lake_dir: str) -> dict[str, Any] | None:
-    """The verdict settings of the newest ``messages`` commit that recorded them."""
-    from snap_spark.lake import get_lake, marker_info
+def _recorded_settings(lake_dir: str) -> dict[str, Any] | None:
+    """The verdict settings of the newest ``messages`` commit that recorded them, read from
+    the table's log by delta-rs whatever the session's backend (Delta's own history read
+    plans a Spark job over the log, several times slower on a cold driver: docs/speed.md,
+    *Figures behind the code*)."""
+    from snap_spark.lake import newest_info_with
 
-    path = storage.join(lake_dir, "messages")
-    for commit in get_lake(spark).history(path):
-        info = marker_info(commit.get("userMetadata"))
-        if info and isinstance(info.get("settings"), dict):
-            return dict(info["settings"])
-    return None
+    info = newest_info_with(storage.delta_table_uri(storage.join(lake_dir, "messages")),
+                            "settings")
+    settings = (info or {}).get("settings")
+    return dict(settings) if isinstance(settings, dict) else None
 
 
 def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | None = None,
@@ -271,7 +272,7 @@ def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame]
     from snap_spark.audit.reverify import ReverifyResult, reverify
 
     checked = ReverifyResult()
-    recorded = _recorded_settings(spark, lake_dir) if "messages" in frames else None
+    recorded = _recorded_settings(lake_dir) if "messages" in frames else None
     settings = VerifySettings(
         max_drift=max_drift if max_drift is not None
         else float((recorded or {}).get("max_drift", VerifySettings().max_drift)),

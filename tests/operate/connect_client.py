@@ -81,9 +81,10 @@ def _transforms(spark: Any, given: dict[str, Any]) -> dict[str, Any]:
             for name, frame in (("stepwise", stepwise), ("read_messages", at_once))}
 
 
-#: Tables read back through the server's own Delta read as well (each such first read costs
-#: the server a few seconds; the path is the same for every table).
-SPARK_READ = ("agent_cards", "messages", "task_events")
+#: Tables read back through the server's own Delta read as well: the directory, whose
+#: skills are arrays of structs (each table's first read costs the server 4-10 s, and the
+#: path is the same for every table; every table is read back the small lake's way).
+SPARK_READ = ("agent_cards",)
 
 
 def _tables(spark: Any, given: dict[str, Any]) -> dict[str, Any]:

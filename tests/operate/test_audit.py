@@ -325,6 +325,42 @@ def test_reverification_lists_corrupted_and_rule_changed_verdicts(
     assert {(d["source_file"], d["line_no"]) for d in sampled.differences} <= set(flipped)
 
 
+def test_reverification_takes_the_windows_the_newest_landing_recorded(
+        spark: Any, tmp_path: Path) -> None:
+    """A lake landed twice, the second time with other windows than the spec's: an audit
+    given none re-checks with the second landing's, read from the log of ``messages``
+    (whatever the session's backend), and what it finds equals the checker's verdicts
+    under those windows."""
+    from snap_spark.pipeline.batch_job import run
+    from snap_spark.samples.messages import SampleConfig, write_sample
+
+    lake = tmp_path / "lake"
+    for i, settings in enumerate((VerifySettings(), VerifySettings(max_drift=7,
+                                                                   replay_window=45))):
+        traffic = tmp_path / f"traffic-{i}.jsonl"
+        write_sample(SampleConfig(agents=3, messages=150, seed=40 + i), str(traffic),
+                     tasks_path=None)
+        run(spark, [str(traffic)], str(lake), settings, catch_up_tasks=False)
+    summary = audit(spark, str(lake), str(tmp_path / "out"), reverify_all=True).summary
+    assert summary["reverify"]["settings"] == {"max_drift": 7, "replay_window": 45}
+    # the first landing's lines, decided under the spec's windows, are checked again under
+    # the recorded ones: those the 7 s drift decides otherwise are listed, and no other
+    raw = sorted(rows(lake, "raw_messages"), key=lambda r: (r["source_file"], r["line_no"]))
+    stored = {(m["source_file"], m["line_no"]): m["error_code"] for m in rows(lake, "messages")}
+    today: dict[tuple[str, int], int | None] = {}
+    for source in sorted({r["source_file"] for r in raw}):
+        mine = [r for r in raw if r["source_file"] == source]
+        verdicts = check_lines([r["raw_bytes"] if r["raw_bytes"] is not None
+                                else r["raw_text"].encode() for r in mine],
+                               ReceiptClock.refuse(), max_drift=7, replay_window=45)
+        today.update({(r["source_file"], r["line_no"]): v.error_code
+                      for r, v in zip(mine, verdicts, strict=True)})
+    expected = {key for key, code in today.items() if code != stored[key]}
+    assert expected, "the narrower drift decides some first-landing lines otherwise"
+    assert {(d["source_file"], d["line_no"]) for d in summary["reverify"]["differences"]
+            } == expected
+
+
 def test_absent_tables_are_named_and_the_window_cuts(spark: Any, full_lake: FullLake,
                                                       tmp_path: Path) -> None:
     lake = tmp_path / "lake"

@@ -366,7 +366,8 @@ def test_notebook_api_on_spark_connect(connect_server: ConnectServer, full_lake:
         assert [row[:3] for row in got["transforms"][name]] == want, name
     assert any(row[2] == 2006 for row in got["transforms"]["read_messages"])
 
-    # every table of the lake, and three through the server's Delta read, equal to delta-rs's
+    # every table of the lake, and the directory through the server's Delta read, equal to
+    # delta-rs's
     tables = got["tables"]
     assert all(tables["present"].values()), tables["present"]
     assert sorted(tables["local"]) == sorted(tables["present"])
