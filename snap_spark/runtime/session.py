@@ -427,8 +427,8 @@ class _DeferredContext:
 def _local_workers_import_snap_spark(master: str | None) -> bool:
     """True when the session's Python workers can start :data:`WORKER_DAEMON_MODULE`: a
     local master (``None``: the ``local[*]`` default), workers running this interpreter,
-    and ``snap_spark`` importable by it, from the same folder, without this process's
-    first path entry (the script's folder). On a cluster the executors' environment is
+    and ``snap_spark`` importable by it from the same files (links followed), without this
+    process's first path entry (the script's folder). On a cluster the executors' environment is
     unknown here, and Spark's own daemon stays.
 
     Examples:
@@ -455,7 +455,11 @@ def _local_workers_import_snap_spark(master: str | None) -> bool:
         path_finder = finder is importlib.machinery.PathFinder
         spec = find("snap_spark", worker_path if path_finder else None)
         if spec is not None:
-            return bool(spec.origin == here.origin)
+            # the same file, whichever of its paths each finds (a checkout reached through
+            # a symbolic link imports from the link's path, its editable install names the
+            # target's)
+            return spec.origin is not None and (os.path.realpath(spec.origin)
+                                                == os.path.realpath(here.origin))
     return False
 
 

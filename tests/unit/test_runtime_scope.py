@@ -4,7 +4,10 @@ Checked on the plan a session is started from, without starting Spark."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +21,8 @@ from snap_spark.runtime.session import (
     WORKER_DAEMON_MODULE,
     _plan,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _local_plan(monkeypatch: pytest.MonkeyPatch, runtime: str | None) -> object:
@@ -83,3 +88,25 @@ def test_every_in_process_local_master_is_local_and_has_slots(master: str | None
 def test_other_masters_are_a_cluster_s(master: str) -> None:
     assert not local_master(master)
     assert local_parallelism(master) is None
+
+
+def test_a_workspace_linking_the_checkout_keeps_the_runtime(tmp_path: Path) -> None:
+    """``spark-submit jobs/...`` run in a folder that links the checkout's files (the docs
+    test's workspaces; a copy of a checkout made of links): Python resolves the linked
+    script's folder, so the driver imports ``snap_spark`` from the checkout itself, while
+    its workers, started in that folder, find it through the link. The same files: its
+    local session gets the worker daemon and the warm interpreter, as in the checkout.
+    Checked in a child interpreter started there, importing as that driver does."""
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "snap_spark").symlink_to(ROOT / "snap_spark")
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import snap_spark; "
+             "from snap_spark.runtime.session import _local_workers_import_snap_spark; "
+             "print(snap_spark.__file__); print(_local_workers_import_snap_spark('local[2]'))")
+    done = subprocess.run([sys.executable, "-c", probe, str(ROOT)], cwd=linked,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr
+    where, answer = done.stdout.split()
+    assert where == str(ROOT / "snap_spark" / "__init__.py")  # not through the link
+    assert answer == "True"
