@@ -367,15 +367,12 @@ def spark_artifacts() -> frozenset[str]:
     22 such JARs (Hadoop's client among them: 86 MB in all); a cold delta-spark run started
     about 1 s sooner without them (docs/development.md, *Spark lines*).
     """
-    import importlib.util
+    from snap_spark.runtime.jvm_archive import spark_home
 
-    home = os.environ.get("SPARK_HOME")
-    if not home:
-        spec = importlib.util.find_spec("pyspark")
-        if spec is None or not spec.submodule_search_locations:
-            return frozenset()
-        home = next(iter(spec.submodule_search_locations))
-    folder = Path(home) / "jars"
+    home = spark_home()
+    if home is None:
+        return frozenset()
+    folder = home / "jars"
     if not folder.is_dir():
         return frozenset()
     return frozenset(artifact_name(jar.name) for jar in folder.glob("*.jar"))

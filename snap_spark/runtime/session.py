@@ -428,8 +428,8 @@ def _local_workers_import_snap_spark(master: str | None) -> bool:
     """True when the session's Python workers can start :data:`WORKER_DAEMON_MODULE`: a
     local master (``None``: the ``local[*]`` default), workers running this interpreter,
     and ``snap_spark`` importable by it from the same files (links followed), without this
-    process's first path entry (the script's folder). On a cluster the executors' environment is
-    unknown here, and Spark's own daemon stays.
+    process's first path entry (the script's folder). On a cluster the executors'
+    environment is unknown here, and Spark's own daemon stays.
 
     Examples:
         >>> _local_workers_import_snap_spark("spark://127.0.0.1:7077")
@@ -455,9 +455,9 @@ def _local_workers_import_snap_spark(master: str | None) -> bool:
         path_finder = finder is importlib.machinery.PathFinder
         spec = find("snap_spark", worker_path if path_finder else None)
         if spec is not None:
-            # the same file, whichever of its paths each finds (a checkout reached through
-            # a symbolic link imports from the link's path, its editable install names the
-            # target's)
+            # the same file, whichever of its paths each finds: in a folder that links a
+            # checkout's files, the driver imports from the checkout (Python resolves a
+            # linked script's folder) and the workers through the link
             return spec.origin is not None and (os.path.realpath(spec.origin)
                                                 == os.path.realpath(here.origin))
     return False
