@@ -13,7 +13,7 @@ the input files' sizes, the lines a pass landed, or the record counts in a Delta
 =================  ==========  ==============================  =============================
 limit              default     counted as                      the step
 =================  ==========  ==============================  =============================
-``land_bytes``     1 MiB       plain (not gzip) input bytes    a batch run's or a Nostr
+``land_bytes``     16 MiB      plain (not gzip) input bytes    a batch run's or a Nostr
                                                                ingestion's landing
 ``pass_lines``     20,000      lines a pass landed             the ``messages`` write and
                                                                the replay candidates' check
@@ -91,7 +91,7 @@ class DriverLimits:
             audit's tables and the notebook views) rather than read and cached by Spark.
     """
 
-    land_bytes: int = 1024 * 1024
+    land_bytes: int = 16 * 1024 * 1024
     pass_lines: int = 20_000
     fold_rows: int = 2_000_000
     fold_tasks: int = 200_000

@@ -14,6 +14,7 @@ from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate, write_sample
+from tests.driver_limits import set_limits
 from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 
@@ -101,11 +102,12 @@ def test_lines_appended_while_the_job_runs_land_once(
     its Spark tasks land it (more bytes than the driver lands itself): the run lands the
     3,000 lines it hashed, the next run the 1,000 appended, each line once."""
     from snap_spark.common.console import log as real_log
-    from snap_spark.common.placement import DriverLimits
+    from snap_spark.common.placement import limits
 
     path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=6, messages=3000, seed=4), str(path), tasks_path=None)
-    assert path.stat().st_size > DriverLimits().land_bytes
+    set_limits(monkeypatch, land_bytes=1024 * 1024)  # (the default lands 16 MiB on the driver)
+    assert path.stat().st_size > limits().land_bytes
     extra = b"\n".join(lines_of(1000, 5)) + b"\n"
     appended: list[str] = []
 

@@ -76,17 +76,21 @@ def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_li
     archive, lake = tmp_path / "traffic.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(archive),
                  tasks_path=None)
-    limits = DriverLimits()
-    assert limits.pass_lines < LINES and archive.stat().st_size > 4 * limits.land_bytes
+    # the default land_bytes (16 MiB) would land these 13 MB on the driver: the jobs here
+    # land on the driver only up to 1 MiB, so the landing runs in Spark tasks
+    land = 1024 * 1024
+    limits = {"SNAP_SPARK_DRIVER_LIMITS": f"land_bytes={land}"}
+    assert DriverLimits().pass_lines < LINES and archive.stat().st_size > 4 * land
     args = ["--input", str(archive), "--lake", str(lake), "--batch-rows", "2000"]
 
-    said = kill_at_new_file(start_job("verify_messages.py", args), lake, ("raw_messages",),
-                            after="stage 1/4")
+    said = kill_at_new_file(start_job("verify_messages.py", args, limits), lake,
+                            ("raw_messages",), after="stage 1/4")
     assert "stage 2/4" not in said, said[-3000:]
     landing = check_killed_run(lake, "while landing", capsys)
     assert not logged_files(lake / "raw_messages")  # nothing committed
 
-    said = kill_when(start_job("verify_messages.py", args, hold_at="stage 3/4"), HOLDING)
+    said = kill_when(start_job("verify_messages.py", args, limits, hold_at="stage 3/4"),
+                     HOLDING)
     assert "cleaned up after killed runs" in said and "stage 4/4" not in said, said[-3000:]
     for table, files in landing.items():  # the first run's files: removed by the second
         assert not files & parquet_files(lake / table), table
