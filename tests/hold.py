@@ -9,7 +9,8 @@ Before the job (and any ``snap_spark`` module) is imported, ``sys.stderr`` and
 ``sys.stdout`` are wrapped: once the process has written a line containing
 :data:`HOLD_AT_ENV`'s text for the :data:`HOLD_NTH_ENV`-th time (default 1), the thread
 that wrote it flushes, writes ``holding (test hook): <text>`` to stderr and sleeps
-:data:`HOLD_SECONDS`. A job's log lines (:func:`snap_spark.common.console.log`) are written by the
+:data:`HOLD_SECONDS`, or until the file :data:`HOLD_UNTIL_ENV` names exists (the job then
+goes on). A job's log lines (:func:`snap_spark.common.console.log`) are written by the
 thread doing the work, through ``sys.stderr`` looked up at each call, so the hold happens
 right after the line, before the job's next step; the stream's ``foreachBatch`` and the
 Nostr commits run in the driver's Python process, where the hook is. The job then runs as
@@ -34,7 +35,10 @@ HOLD_AT_ENV = "SNAP_SPARK_TEST_HOLD_AT"
 HOLD_NTH_ENV = "SNAP_SPARK_TEST_HOLD_NTH"
 #: The line written when the hold starts; a test waits for it, then kills.
 HOLDING = "holding (test hook): "
-#: How long a hold lasts (the test kills the process long before).
+#: A file whose appearance ends the hold: the job then goes on (unset: the hold lasts
+#: :data:`HOLD_SECONDS`).
+HOLD_UNTIL_ENV = "SNAP_SPARK_TEST_HOLD_UNTIL"
+#: How long a hold lasts at most (the test kills the process long before, or lets it go on).
 HOLD_SECONDS = 600.0
 
 
@@ -57,7 +61,10 @@ class Watch:
             self.stdout.flush()
             self.stderr.write(f"{HOLDING}{self.text}\n")
             self.stderr.flush()
-            time.sleep(HOLD_SECONDS)
+            until = os.environ.get(HOLD_UNTIL_ENV)
+            deadline = time.monotonic() + HOLD_SECONDS
+            while time.monotonic() < deadline and not (until and os.path.exists(until)):
+                time.sleep(0.01)
 
 
 class Watched:

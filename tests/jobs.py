@@ -28,7 +28,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from tests.hold import HOLD_AT_ENV, HOLD_NTH_ENV
+from tests.hold import HOLD_AT_ENV, HOLD_NTH_ENV, HOLD_UNTIL_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,13 +39,16 @@ LOCAL_ARGS = ("--master", "local[2]", "--conf", "spark.ui.enabled=false",
 
 
 def start_job(script: str, args: Sequence[str], env: Mapping[str, str | None] | None = None,
-              *, hold_at: str | None = None, hold_nth: int = 1) -> subprocess.Popen[bytes]:
+              *, hold_at: str | None = None, hold_nth: int = 1,
+              hold_until: str | None = None) -> subprocess.Popen[bytes]:
     """Start ``jobs/<script>`` with this interpreter, :data:`LOCAL_ARGS` and ``args``, in a
     new session (so its Spark JVM and Python workers share its process group). ``env``
     adds variables (``None`` removes one). With ``hold_at``, the job runs under
     :mod:`tests.hold` and stops still once it has written a line containing that text for
-    the ``hold_nth`` time, saying so with a line starting :data:`tests.hold.HOLDING`."""
-    hold = {HOLD_AT_ENV: hold_at, HOLD_NTH_ENV: str(hold_nth) if hold_at else None}
+    the ``hold_nth`` time, saying so with a line starting :data:`tests.hold.HOLDING`; with
+    ``hold_until`` too, it goes on once that file exists."""
+    hold = {HOLD_AT_ENV: hold_at, HOLD_NTH_ENV: str(hold_nth) if hold_at else None,
+            HOLD_UNTIL_ENV: hold_until if hold_at else None}
     merged: dict[str, str | None] = {
         **os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT), **hold, **(env or {})}

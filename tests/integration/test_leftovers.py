@@ -213,9 +213,6 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
     first, second = (str(a) for a in inputs["archives"])
     left: dict[str, dict[str, set[str]]] = {}
 
-    def batch(archive: str) -> subprocess.Popen[bytes]:
-        return start_job("verify_messages.py", ["--input", archive, "--lake", str(lake)])
-
     # the first archive, killed right after each line (held there at stages 1/4 to 3/4:
     # on a busy machine a job not held went on from stage 1/4 to its raw_messages commit
     # before the kill, and the run after it had nothing left to land); each run again
@@ -239,8 +236,25 @@ def test_killed_at_every_step_then_run_again_leaves_no_file_a_log_does_not_refer
             for name, files in left["stage 2/4"].items():
                 assert not files & parquet_files(lake / name), name
     # the second, killed after stage 4/4 while its task catch-up writes (the tables exist:
-    # the catch-up is a merge, its files are those of a run of its own)
-    kill_at_new_file(batch(second), lake, ("task_events", "tasks"), after="stage 4/4")
+    # the catch-up is a merge, its files are those of a run of its own). Held right after
+    # that line while this process takes the lake's commit lease, then let go: the
+    # catch-up writes its files and waits for the lease, so the kill at its first file
+    # leaves them uncommitted however fast the machine commits (a kill racing the commit
+    # came after it on a loaded machine)
+    from snap_spark.lake.lease import commit_lease
+
+    go_on = tmp_path / "go-on"
+    proc = start_job("verify_messages.py", ["--input", second, "--lake", str(lake)],
+                     hold_at="stage 4/4", hold_until=str(go_on))
+    assert proc.stderr is not None
+    held = b""
+    while HOLDING.encode() not in held:
+        line = proc.stderr.readline()
+        assert line, held.decode(errors="replace")[-3000:]
+        held += line
+    with commit_lease(str(lake), "test: the catch-up waits"):
+        go_on.touch()
+        kill_at_new_file(proc, lake, ("task_events", "tasks"))
     left["stage 4/4, task catch-up"] = check_dry_run_names_every_stray(lake, capsys)
     assert {"task_events", "tasks"} & set(left["stage 4/4, task catch-up"]), left
     # Nostr ingestion, held still and killed once the stored messages it lands are
