@@ -9,6 +9,11 @@ import pytest
 
 from snap_spark.common.placement import ENV, SPARK_ONLY, DriverLimits
 
+#: A ``land_bytes`` for the tests whose input of a few MB must land in Spark tasks (the
+#: kill tests of that landing, a file growing while it lands): the default, 16 MiB, would
+#: land it on the driver.
+SPARK_LANDING_BYTES = 1024 * 1024
+
 
 def set_limits(monkeypatch: pytest.MonkeyPatch, **limits: int | str) -> None:
     """Set the named limits (a size, or ``"spark"``: never on the driver) for the rest of

@@ -62,8 +62,11 @@ class Watch:
             self.stderr.write(f"{HOLDING}{self.text}\n")
             self.stderr.flush()
             until = os.environ.get(HOLD_UNTIL_ENV)
+            if not until:
+                time.sleep(HOLD_SECONDS)
+                return
             deadline = time.monotonic() + HOLD_SECONDS
-            while time.monotonic() < deadline and not (until and os.path.exists(until)):
+            while not os.path.exists(until) and time.monotonic() < deadline:
                 time.sleep(0.01)
 
 

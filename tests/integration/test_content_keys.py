@@ -14,7 +14,7 @@ from snap_spark.pipeline.batch_job import run
 from snap_spark.protocol.checker import check_lines
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, generate, write_sample
-from tests.driver_limits import set_limits
+from tests.driver_limits import SPARK_LANDING_BYTES, set_limits
 from tests.integration.helpers import run_dying_before_messages_commit
 from tests.lake.helpers import delta_rows
 
@@ -106,7 +106,7 @@ def test_lines_appended_while_the_job_runs_land_once(
 
     path, lake = tmp_path / "live.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=6, messages=3000, seed=4), str(path), tasks_path=None)
-    set_limits(monkeypatch, land_bytes=1024 * 1024)  # (the default lands 16 MiB on the driver)
+    set_limits(monkeypatch, land_bytes=SPARK_LANDING_BYTES)  # (the default: on the driver)
     assert path.stat().st_size > limits().land_bytes
     extra = b"\n".join(lines_of(1000, 5)) + b"\n"
     appended: list[str] = []

@@ -20,6 +20,7 @@ import pytest
 from snap_spark.cli import main as cli_main
 from snap_spark.pipeline.batch_job import run
 from snap_spark.samples.messages import SampleConfig, write_sample
+from tests.driver_limits import SPARK_LANDING_BYTES, set_limits
 from tests.hold import HOLDING
 from tests.integration.test_leftovers import kill_at_new_file
 from tests.jobs import files_under, kill_when, logged_files, parquet_files, start_job
@@ -61,7 +62,8 @@ def keys_once(lake: Path, table: str) -> None:
 
 
 def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_line_once(
-        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch job is killed (its process group, SIGKILL) while its Spark tasks write
     the landing's files (its first ``raw_messages`` file seen, ``stage 2/4`` not printed
     yet): nothing committed (Spark's Python workers, in a process group of their own, may
@@ -71,26 +73,24 @@ def test_kill_9_while_landing_then_between_the_commits_then_rerun_leaves_each_li
     ``lake clean --dry-run`` names every uncommitted file, changing nothing. The run again
     in this process leaves each line once in both tables, every file one its log names,
     no staging file, no marker."""
-    from snap_spark.common.placement import DriverLimits
+    from snap_spark.common.placement import limits
 
     archive, lake = tmp_path / "traffic.jsonl", tmp_path / "lake"
     write_sample(SampleConfig(agents=8, messages=LINES, seed=13), str(archive),
                  tasks_path=None)
-    # the default land_bytes (16 MiB) would land these 13 MB on the driver: the jobs here
-    # land on the driver only up to 1 MiB, so the landing runs in Spark tasks
-    land = 1024 * 1024
-    limits = {"SNAP_SPARK_DRIVER_LIMITS": f"land_bytes={land}"}
-    assert DriverLimits().pass_lines < LINES and archive.stat().st_size > 4 * land
+    # the default land_bytes (16 MiB) would land these 13 MB on the driver
+    set_limits(monkeypatch, land_bytes=SPARK_LANDING_BYTES)
+    in_force = limits()
+    assert in_force.pass_lines < LINES and archive.stat().st_size > 4 * in_force.land_bytes
     args = ["--input", str(archive), "--lake", str(lake), "--batch-rows", "2000"]
 
-    said = kill_at_new_file(start_job("verify_messages.py", args, limits), lake,
-                            ("raw_messages",), after="stage 1/4")
+    said = kill_at_new_file(start_job("verify_messages.py", args), lake, ("raw_messages",),
+                            after="stage 1/4")
     assert "stage 2/4" not in said, said[-3000:]
     landing = check_killed_run(lake, "while landing", capsys)
     assert not logged_files(lake / "raw_messages")  # nothing committed
 
-    said = kill_when(start_job("verify_messages.py", args, limits, hold_at="stage 3/4"),
-                     HOLDING)
+    said = kill_when(start_job("verify_messages.py", args, hold_at="stage 3/4"), HOLDING)
     assert "cleaned up after killed runs" in said and "stage 4/4" not in said, said[-3000:]
     for table, files in landing.items():  # the first run's files: removed by the second
         assert not files & parquet_files(lake / table), table

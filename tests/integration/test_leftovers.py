@@ -41,7 +41,7 @@ from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.samples.messages import SampleConfig, write_sample
 from snap_spark.samples.nostr import NostrSampleConfig, output_paths, write_nostr_sample
 from snap_spark.schemas.tables import TABLES
-from tests.driver_limits import set_limits
+from tests.driver_limits import SPARK_LANDING_BYTES, set_limits
 from tests.hold import HOLDING
 from tests.jobs import files_under, kill_when, logged_files, parquet_files, start_job
 from tests.lake.helpers import delta_rows
@@ -154,15 +154,12 @@ def tables(lake: Path) -> dict[str, list[str]]:
     return out
 
 
-#: The driver lands archives up to this many bytes in this module's runs (its jobs and its
-#: runs in this process), not the default: the second archive then lands in Spark tasks and
-#: leaves its task catch-up as long to kill as the test was written for.
-LAND_BYTES = 1024 * 1024
-
-
 @pytest.fixture(autouse=True)
 def _landing_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    set_limits(monkeypatch, land_bytes=LAND_BYTES)
+    """This module's runs (its jobs and its runs in this process) land on the driver up to
+    :data:`~tests.driver_limits.SPARK_LANDING_BYTES`: the second archive lands in Spark
+    tasks, as the test was written for."""
+    set_limits(monkeypatch, land_bytes=SPARK_LANDING_BYTES)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +173,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for seed, (path, lines) in enumerate(zip(archives, (1_200, 8_000), strict=True), 31):
         write_sample(SampleConfig(agents=8, messages=lines, seed=seed), str(path),
                      tasks_path=None)
-    assert archives[0].stat().st_size <= LAND_BYTES < archives[1].stat().st_size
+    assert archives[0].stat().st_size <= SPARK_LANDING_BYTES < archives[1].stat().st_size
     nostr = output_paths(str(folder / "nostr"))
     write_nostr_sample(NostrSampleConfig(cards=12, messages=60, well_known=6, seed=9),
                        str(folder / "nostr"))
