@@ -211,9 +211,17 @@ def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | 
     if not storage.is_dir(lake_dir):
         raise UsageError(f"--lake {lake_dir}: no such folder")
     limits = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
-    frames, facts = _read_tables(spark, lake_dir)
+    frames: dict[str, DataFrame] = {}
+    held = _held_tables(lake_dir)
+    tables: dict[str, DataFrame] | LocalTables
+    if held is not None:  # a small lake: counted on the driver, Spark never starts
+        rows, arrow, facts = held
+        tables = LocalTables(rows, arrow)
+    else:
+        frames, facts = _read_tables(spark, lake_dir)
+        tables = frames
     try:
-        return _audit(spark, lake_dir, out_dir, frames, facts, window=window,
+        return _audit(spark, lake_dir, out_dir, facts, tables, window=window,
                       reverify_fraction=reverify_fraction, reverify_all=reverify_all,
                       limits=limits, seed=seed, max_drift=max_drift,
                       replay_window=replay_window, started=started)
@@ -222,23 +230,82 @@ def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | 
             frame.unpersist()
 
 
-def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, DataFrame],
-           facts: dict[str, dict[str, Any]], *, window: Window,
-           reverify_fraction: float | None, reverify_all: bool, limits: dict[str, float],
-           seed: int | None, max_drift: float | None, replay_window: float | None,
-           started: float) -> AuditResult:
+@dataclass(frozen=True)
+class LocalTables:
+    """A small lake's audited tables held in the driver's memory (:func:`_held_tables`):
+    each table's rows (the columns the figures read) and, for re-verification, the
+    ``raw_messages`` and ``messages`` tables as Arrow."""
+
+    rows: dict[str, list[dict[str, Any]]]
+    arrow: dict[str, Any]
+
+
+#: The columns re-verification reads of ``raw_messages`` and ``messages``.
+REVERIFY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "raw_messages": ("file_key", "source_file", "line_no", "raw_text", "raw_bytes",
+                     "read_error"),
+    "messages": ("file_key", "source_file", "line_no", "sender", "msg_id", "received_at",
+                 "error_code", "error_detail", "signature_code", "event_date"),
+}
+
+
+def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any],
+                                         dict[str, dict[str, Any]]] | None:
+    """When every audited table present holds at most ``read_rows`` rows (by the record
+    counts of its log, :mod:`snap_spark.common.placement`): each one read by delta-rs at
+    the version it has now, as rows and Arrow, with the versions and row counts; else
+    ``None`` (the audit then runs its figures in Spark). Counting a small lake's figures
+    in the driver process takes far less than starting Spark to count them
+    (docs/speed.md, *Figures behind the code*)."""
+    from snap_spark.audit.figures import LOCAL_COLUMNS
+    from snap_spark.common.placement import limits
+    from snap_spark.lake import read_arrow, rows_at_most, table_version
+
+    bound = limits().read_rows
+    versions: dict[str, int] = {}
+    for name in AUDITED:
+        uri = storage.delta_table_uri(storage.join(lake_dir, name))
+        versions[name] = table_version(uri)
+        if versions[name] >= 0 and not rows_at_most(uri, bound, versions[name]):
+            return None
+    rows: dict[str, list[dict[str, Any]]] = {}
+    arrow: dict[str, Any] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    for name in AUDITED:
+        version = versions[name]
+        columns = list(dict.fromkeys(LOCAL_COLUMNS.get(name, ()) + REVERIFY_COLUMNS.get(name, ())))
+        table = (read_arrow(storage.join(lake_dir, name), columns=columns, version=version)
+                 if version >= 0 else None)
+        if table is None:
+            facts[name] = {"present": False, "version": None, "rows": None}
+            continue
+        facts[name] = {"present": True, "version": version, "rows": table.num_rows}
+        arrow[name] = table
+        if name in LOCAL_COLUMNS:
+            rows[name] = table.select(list(LOCAL_COLUMNS[name])).to_pylist()
+    return rows, arrow, facts
+
+
+def _audit(spark: SparkSession, lake_dir: str, out_dir: str,
+           facts: dict[str, dict[str, Any]], tables: dict[str, DataFrame] | LocalTables, *,
+           window: Window, reverify_fraction: float | None, reverify_all: bool,
+           limits: dict[str, float], seed: int | None, max_drift: float | None,
+           replay_window: float | None, started: float) -> AuditResult:
     from snap_spark import __version__
-    from snap_spark.audit.figures import all_figures, landing_figures
+    from snap_spark.audit.figures import all_figures, landing_figures, local_figures
     from snap_spark.lake import get_lake, table_rows
 
     absent = [name for name, fact in facts.items() if not fact["present"]]
+    local = isinstance(tables, LocalTables)
     log(f"audit: lake={lake_dir} backend={get_lake(spark).name}; tables "
-        f"{', '.join(frames) or 'none'}"
-        + (f"; absent: {', '.join(absent)}" if absent else ""))
-    figures = all_figures(frames, window)
+        f"{', '.join(n for n, fact in facts.items() if fact['present']) or 'none'}"
+        + (f"; absent: {', '.join(absent)}" if absent else "")
+        + ("; counted on the driver (a small lake)" if local else ""))
+    figures = (local_figures(tables.rows, window) if isinstance(tables, LocalTables)
+               else all_figures(tables, window))
     figures["landing"] = landing_figures(table_rows(storage.join(lake_dir, "ingested_files")))
     log(f"audit: figures computed [{time.monotonic() - started:.1f}s]")
-    reverified = _reverified(spark, lake_dir, frames, window=window,
+    reverified = _reverified(lake_dir, tables, window=window,
                              reverify_fraction=reverify_fraction, reverify_all=reverify_all,
                              seed=seed, max_drift=max_drift, replay_window=replay_window,
                              started=started)
@@ -254,7 +321,7 @@ def _audit(spark: SparkSession, lake_dir: str, out_dir: str, frames: dict[str, D
     return AuditResult(out=out_dir, summary=summary)
 
 
-def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame], *,
+def _reverified(lake_dir: str, tables: dict[str, DataFrame] | LocalTables, *,
                 window: Window, reverify_fraction: float | None, reverify_all: bool,
                 seed: int | None, max_drift: float | None, replay_window: float | None,
                 started: float) -> dict[str, Any]:
@@ -267,12 +334,11 @@ def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame]
         UsageError: re-verification asked of a lake without ``raw_messages`` or
             ``messages``.
     """
-    from pyspark.sql import functions as F
-
-    from snap_spark.audit.reverify import ReverifyResult, reverify
+    from snap_spark.audit.reverify import ReverifyResult, reverify, reverify_rows
 
     checked = ReverifyResult()
-    recorded = _recorded_settings(lake_dir) if "messages" in frames else None
+    present = set(tables.arrow if isinstance(tables, LocalTables) else tables)
+    recorded = _recorded_settings(lake_dir) if "messages" in present else None
     settings = VerifySettings(
         max_drift=max_drift if max_drift is not None
         else float((recorded or {}).get("max_drift", VerifySettings().max_drift)),
@@ -280,20 +346,26 @@ def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame]
         else float((recorded or {}).get("replay_window", VerifySettings().replay_window)),
     ).validated()
     if (reverify_all or reverify_fraction is not None) and not {"raw_messages", "messages"
-                                                                } <= set(frames):
+                                                                } <= present:
         # never a silent skip: asked for, it is done or the run is refused (exit 2)
-        missing = sorted({"raw_messages", "messages"} - set(frames))
+        missing = sorted({"raw_messages", "messages"} - present)
         raise UsageError(f"re-verification needs the raw_messages and messages tables; "
                          f"{lake_dir} has no {' and no '.join(missing)}")
     if reverify_all or reverify_fraction is not None:
         seed = random.SystemRandom().randrange(1 << 31) if seed is None else seed
-        raw, messages = frames["raw_messages"], frames["messages"]
-        if window.start is not None or window.end is not None:
-            inside = messages.filter(window.on_date(F.col("event_date"))).select(
-                "file_key", "line_no")
-            raw = raw.join(inside, ["file_key", "line_no"], "left_semi")
-        checked = reverify(raw, messages, settings,
-                           fraction=None if reverify_all else reverify_fraction, seed=seed)
+        fraction = None if reverify_all else reverify_fraction
+        if isinstance(tables, LocalTables):
+            checked = reverify_rows(_inside_window(tables, window), tables.arrow["messages"],
+                                    settings, fraction=fraction, seed=seed)
+        else:
+            from pyspark.sql import functions as F
+
+            raw, messages = tables["raw_messages"], tables["messages"]
+            if window.start is not None or window.end is not None:
+                inside = messages.filter(window.on_date(F.col("event_date"))).select(
+                    "file_key", "line_no")
+                raw = raw.join(inside, ["file_key", "line_no"], "left_semi")
+            checked = reverify(raw, messages, settings, fraction=fraction, seed=seed)
         log(f"audit: re-verified {checked.checked} archived lines, "
             f"{checked.difference_count} differ [{time.monotonic() - started:.1f}s]")
     return {
@@ -303,6 +375,23 @@ def _reverified(spark: SparkSession, lake_dir: str, frames: dict[str, DataFrame]
         "differences": checked.differences,
         "settings": {"max_drift": settings.max_drift, "replay_window": settings.replay_window},
     }
+
+
+def _inside_window(tables: LocalTables, window: Window) -> Any:
+    """The ``raw_messages`` rows whose ``messages`` row falls in ``window`` (all of them
+    when it is open), as Arrow: the Spark path's semi join, on the driver."""
+    import pyarrow as pa
+
+    raw = tables.arrow["raw_messages"]
+    if window.start is None and window.end is None:
+        return raw
+    messages = tables.arrow["messages"].select(["file_key", "line_no", "event_date"])
+    inside = {(row["file_key"], row["line_no"]) for row in messages.to_pylist()
+              if window.keeps_date(row["event_date"])
+              and row["file_key"] is not None and row["line_no"] is not None}
+    keys = zip(raw.column("file_key").to_pylist(), raw.column("line_no").to_pylist(),
+               strict=True)
+    return raw.filter(pa.array([key in inside for key in keys], type=pa.bool_()))
 
 
 def _threshold_checks(limits: dict[str, float], values: dict[str, float | None]

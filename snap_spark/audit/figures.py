@@ -1,10 +1,14 @@
 """The audit's figures: counts over the lake's tables, as plain values for ``summary.json``,
 the charts and the HTML report.
 
-Every figure is a Spark aggregation over one table read at a pinned version (the versions
-go into the summary); the definitions are the tables' own columns, documented in
+Every figure is an aggregation over one table read at a pinned version (the versions go
+into the summary); the definitions are the tables' own columns, documented in
 docs/audit.md, and nothing is decided again here (re-verification is
-:mod:`snap_spark.audit.reverify`).
+:mod:`snap_spark.audit.reverify`). Each figure has two ways to be counted, which give the
+same values: as Spark aggregations (:func:`all_figures`), and over rows in the driver's
+memory (:func:`local_figures`), which the audit takes when every table it reads is small
+(the ``read_rows`` limit of :mod:`snap_spark.common.placement`): such an audit starts no
+Spark at all.
 
 The window (``--from``/``--to``, inclusive dates, UTC) applies to each table's own time:
 ``messages.event_date``, ``task_events.event_time``, ``tasks.state_time``,
@@ -81,6 +85,28 @@ class Window:
 
         return self.on_date(F.to_date(column))
 
+    def keeps_date(self, value: dt.date | None) -> bool:
+        """:meth:`on_date` for one value held in memory.
+
+        Examples:
+            >>> june = Window(dt.date(2026, 6, 1), dt.date(2026, 6, 30))
+            >>> june.keeps_date(dt.date(2026, 6, 30)), june.keeps_date(None)
+            (True, False)
+            >>> Window().keeps_date(None)
+            True
+        """
+        if value is None:
+            return self.start is None and self.end is None
+        return ((self.start is None or value >= self.start)
+                and (self.end is None or value <= self.end))
+
+    def keeps_time(self, value: dt.datetime | None) -> bool:
+        """:meth:`on_time` for one value held in memory (its UTC date, as the session's
+        time zone is UTC)."""
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(dt.UTC)
+        return self.keeps_date(None if value is None else value.date())
+
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in df.collect()]
@@ -111,6 +137,12 @@ def message_figures(messages: DataFrame) -> dict[str, Any]:
         senders = _worst_senders(m)
     finally:
         m.unpersist()
+    return _message_section(groups, senders)
+
+
+def _message_section(groups: list[MessageGroup], senders: dict[str, list[dict[str, Any]]]
+                     ) -> dict[str, Any]:
+    """The ``messages`` section of the figures from its groups and worst senders."""
     counts = _message_counts(groups)
     total = counts["total"]
     return {
@@ -326,6 +358,217 @@ def all_figures(tables: Mapping[str, DataFrame], window: Window) -> dict[str, An
         "tasks": task_figures(cut("tasks", "state_time"), cut("task_events", "event_time")),
         "agents": agent_figures(tables.get("agent_card_history"), tables.get("agent_cards"),
                                 tables.get("nostr_events"), window),
+    }
+
+
+# -- the same figures over rows held in the driver's memory ------------------------------------
+
+#: The columns of each table that :func:`local_figures` reads.
+LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "messages": ("event_date", "verdict", "error_code", "sender", "msg_id", "received_at"),
+    "tasks": ("state", "state_time"),
+    "task_events": ("task_id", "message_id", "anomaly", "previous_state", "new_state",
+                    "event_time"),
+    "nostr_events": ("verdict", "created_time"),
+    "agent_cards": ("identity",),
+    "agent_card_history": ("identity", "verdict", "card_key", "created_time"),
+}
+
+
+def _first_ids(ids: Iterable[Any]) -> list[Any]:
+    """The first :data:`EXAMPLES` distinct ids, sorted, nulls left out (what
+    :func:`_examples` collects)."""
+    return sorted({value for value in ids if value is not None})[:EXAMPLES]
+
+
+def _ranked(rows: Iterable[tuple[int, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The :data:`TOP` rows of positive rank, by rank (highest first) then key (nulls
+    first), as Spark orders them: ``(rank, key, row)`` in, rows out."""
+    kept = [row for row in rows if row[0] > 0]
+    kept.sort(key=lambda r: (-r[0], r[1] is not None, r[1] if r[1] is not None else ""))
+    return [row for _, _, row in kept[:TOP]]
+
+
+def local_message_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`message_figures` over ``messages`` rows held in memory (dicts with at least
+    the columns of :data:`LOCAL_COLUMNS`).
+
+    Examples:
+        >>> rows = [{"event_date": None, "verdict": "rejected", "error_code": REPLAY,
+        ...          "sender": "bc1pa", "msg_id": "m1", "received_at": 1.0},
+        ...         {"event_date": None, "verdict": "valid", "error_code": None,
+        ...          "sender": "bc1pa", "msg_id": "m1", "received_at": 1.0}]
+        >>> figures = local_message_figures(rows)
+        >>> figures["total"], figures["replays"], figures["senders"]["by_replays"][0]["examples"]
+        (2, 1, ['m1'])
+    """
+    counted: dict[tuple[Any, bool, Any, Any], int] = {}
+    for row in rows:
+        key = (row["event_date"], row["received_at"] is not None, row["verdict"],
+               row["error_code"])
+        counted[key] = counted.get(key, 0) + 1
+    groups = [MessageGroup(day, received, verdict, code, n)
+              for (day, received, verdict, code), n in counted.items()]
+    return _message_section(groups, _local_worst_senders(rows))
+
+
+def _local_worst_senders(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """:func:`_worst_senders` over rows held in memory."""
+    per: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        sender = per.get(row["sender"])
+        if sender is None:
+            sender = per[row["sender"]] = {
+                "messages": 0, "rejections": 0, "replays": 0, "forged": 0, "unsigned": 0,
+                "rejected_ids": [], "replay_ids": [], "signature_ids": []}
+        code = row["error_code"]
+        sender["messages"] += 1
+        if row["verdict"] == "rejected":
+            sender["rejections"] += 1
+            sender["rejected_ids"].append(row["msg_id"])
+        if code == REPLAY:
+            sender["replays"] += 1
+            sender["replay_ids"].append(row["msg_id"])
+        if code == FORGED:
+            sender["forged"] += 1
+        if code == UNSIGNED:
+            sender["unsigned"] += 1
+        if code in SIGNATURE_CODES:
+            sender["signature_ids"].append(row["msg_id"])
+
+    def top(rank: Any, ids: str) -> list[dict[str, Any]]:
+        return _ranked((rank(s), name, {
+            "sender": name, "messages": s["messages"], "rejections": s["rejections"],
+            "replays": s["replays"], "forged": s["forged"], "unsigned": s["unsigned"],
+            "examples": _first_ids(s[ids])}) for name, s in per.items())
+
+    return {
+        "by_rejections": top(lambda s: s["rejections"], "rejected_ids"),
+        "by_replays": top(lambda s: s["replays"], "replay_ids"),
+        "by_signature_failures": top(lambda s: s["forged"] + s["unsigned"], "signature_ids"),
+    }
+
+
+def local_task_figures(tasks: list[dict[str, Any]] | None,
+                       events: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """:func:`task_figures` over ``tasks`` and ``task_events`` rows held in memory (``None``
+    for an absent table)."""
+    out: dict[str, Any] = {}
+    if tasks is not None:
+        states: dict[Any, int] = {}
+        for row in tasks:
+            states[row["state"]] = states.get(row["state"], 0) + 1
+        by_state = {(state or "none"): n for state, n in states.items()}
+        out["tasks"] = sum(by_state.values())
+        out["by_state"] = dict(sorted(by_state.items()))
+    if events is not None:
+        moves: dict[tuple[Any, Any, Any], int] = {}
+        per_task: dict[Any, dict[str, Any]] = {}
+        for row in events:
+            key = (row["anomaly"], row["previous_state"], row["new_state"])
+            moves[key] = moves.get(key, 0) + 1
+            if row["anomaly"] is None:
+                continue
+            task = per_task.setdefault(row["task_id"], {"illegal": 0, "foreign": 0, "ids": []})
+            task["illegal"] += row["anomaly"] == "illegal_transition"
+            task["foreign"] += row["anomaly"] == "non_owner"
+            task["ids"].append(row["message_id"])
+        illegal = [(key, n) for key, n in moves.items() if key[0] == "illegal_transition"]
+        out["reports"] = sum(moves.values())
+        out["illegal_transitions"] = sum(n for _, n in illegal)
+        out["foreign_reports"] = sum(n for key, n in moves.items() if key[0] == "non_owner")
+        out["illegal_by_transition"] = sorted(
+            ({"from": previous or "none", "to": new, "count": n}
+             for (_, previous, new), n in illegal),
+            key=lambda r: (-r["count"], r["from"], r["to"]))
+        out["worst_tasks"] = _ranked_all(
+            (t["illegal"] + t["foreign"], task_id,
+             {"task_id": task_id, "illegal": t["illegal"], "foreign": t["foreign"],
+              "examples": _first_ids(t["ids"])}) for task_id, t in per_task.items())
+    return out
+
+
+def _ranked_all(rows: Iterable[tuple[int, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The :data:`TOP` rows by rank (highest first) then key (nulls first), whatever the
+    rank (the worst tasks are every task with an anomaly)."""
+    every = list(rows)
+    every.sort(key=lambda r: (-r[0], r[1] is not None, r[1] if r[1] is not None else ""))
+    return [row for _, _, row in every[:TOP]]
+
+
+def local_agent_figures(history: list[dict[str, Any]] | None,
+                        cards: list[dict[str, Any]] | None,
+                        events: list[dict[str, Any]] | None, window: Window) -> dict[str, Any]:
+    """:func:`agent_figures` over rows held in memory (``None`` for an absent table)."""
+    out: dict[str, Any] = {}
+    if cards is not None:
+        out["identities"] = len(cards)
+    if events is not None:
+        out["nostr_events_by_verdict"] = _counted_sorted(
+            row["verdict"] for row in events if window.keeps_time(row["created_time"]))
+    if history is not None:
+        first: dict[Any, Any] = {}
+        for row in history:  # each identity's first accepted card (a null key joins none)
+            when, identity = row["created_time"], row["identity"]
+            if (row["verdict"] in ACCEPTED_CARD and when is not None and identity is not None
+                    and (identity not in first or when < first[identity])):
+                first[identity] = when
+        inside = [row for row in history if window.keeps_time(row["created_time"])]
+        per: dict[Any, dict[str, Any]] = {}
+        for row in inside:
+            entry = per.setdefault(row["identity"], {"accepted": 0, "impersonations": 0,
+                                                     "ids": []})
+            entry["accepted"] += row["verdict"] in ACCEPTED_CARD
+            if row["verdict"] == IMPERSONATION:
+                entry["impersonations"] += 1
+                entry["ids"].append(row["card_key"])
+        rows = []
+        for identity, entry in per.items():
+            first_time = first.get(identity)
+            new = 1 if first_time is not None and window.keeps_time(first_time) else 0
+            rows.append({"identity": identity, "new": new,
+                         "updated": max(entry["accepted"] - new, 0),
+                         "impersonations": entry["impersonations"],
+                         "examples": _first_ids(entry["ids"])})
+        rows.sort(key=lambda r: (-r["impersonations"], -(r["new"] + r["updated"]),
+                                 r["identity"] or ""))
+        out["per_identity"] = rows
+        out["history_by_verdict"] = _counted_sorted(row["verdict"] for row in inside)
+        out["new_identities"] = sum(r["new"] for r in rows)
+        out["updated_cards"] = sum(r["updated"] for r in rows)
+        out["impersonation_attempts"] = sum(r["impersonations"] for r in rows)
+        out["identities_impersonated"] = sum(1 for r in rows if r["impersonations"])
+    return out
+
+
+def _counted_sorted(values: Iterable[Any]) -> dict[Any, int]:
+    """Each value's count, ordered by value (as ``dict(sorted(...))`` of a Spark count)."""
+    counts: dict[Any, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def local_figures(tables: Mapping[str, list[dict[str, Any]]], window: Window
+                  ) -> dict[str, Any]:
+    """:func:`all_figures` over the present ``tables`` held in memory (name → its rows,
+    with at least the columns of :data:`LOCAL_COLUMNS`): the same values, counted in the
+    driver process."""
+    def cut(name: str, column: str, on_date: bool = False) -> list[dict[str, Any]] | None:
+        rows = tables.get(name)
+        if rows is None:
+            return None
+        keep = window.keeps_date if on_date else window.keeps_time
+        return [row for row in rows if keep(row[column])]
+
+    messages = cut("messages", "event_date", on_date=True)
+    return {
+        "messages": local_message_figures(messages) if messages is not None else {},
+        "tasks": local_task_figures(cut("tasks", "state_time"),
+                                    cut("task_events", "event_time")),
+        "agents": local_agent_figures(tables.get("agent_card_history"),
+                                      tables.get("agent_cards"), tables.get("nostr_events"),
+                                      window),
     }
 
 

@@ -18,11 +18,16 @@ How one line is checked again, exactly as it was landed:
 
 Only the sampled lines are compared. A sample is drawn by a hash of ``(file_key, line_no)``
 and a seed the report records, so a run can be repeated exactly.
+
+Two ways give the same result: :func:`reverify` over Spark DataFrames, and
+:func:`reverify_rows` over Arrow tables in the driver's memory (a small lake's audit), which
+draws the same sample with its own copy of Spark's ``xxhash64`` (:func:`spark_xxhash64`).
 """
 
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +37,7 @@ import pyarrow as pa
 from snap_spark.protocol.errors import ERROR_NAMES, ErrorCode
 from snap_spark.protocol.validate import ReceiptClock
 from snap_spark.protocol.verdict import (
+    POST_REPLAY_CODES,
     VALID,
     candidate_verdict,
     is_replay_candidate,
@@ -254,3 +260,175 @@ def _difference(row: Any, duplicates: Mapping[str, Mapping[int, str]]
             "code": code, "name": code_name(code), "detail": detail,
         }
     return None
+
+
+# -- the same on the driver, over Arrow tables ------------------------------------------------
+
+_MASK = (1 << 64) - 1
+_P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+_P4, _P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (64 - bits))) & _MASK
+
+
+def _round(acc: int, lane: int) -> int:
+    return _rotl((acc + lane * _P2) & _MASK, 31) * _P1 & _MASK
+
+
+def xxh64(data: bytes, seed: int) -> int:
+    """XXH64 of ``data`` with ``seed`` (unsigned 64-bit), the hash Spark's ``xxhash64``
+    applies to each value's bytes.
+
+    Examples:
+        >>> hex(xxh64(b"", 0)), hex(xxh64(b"abc", 0))
+        ('0xef46db3751d8e999', '0x44bc2cf5ad770999')
+    """
+    seed &= _MASK
+    length, at = len(data), 0
+    if length >= 32:
+        v1, v2 = (seed + _P1 + _P2) & _MASK, (seed + _P2) & _MASK
+        v3, v4 = seed, (seed - _P1) & _MASK
+        while at + 32 <= length:
+            a, b, c, d = struct.unpack_from("<4Q", data, at)
+            v1, v2, v3, v4 = _round(v1, a), _round(v2, b), _round(v3, c), _round(v4, d)
+            at += 32
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _MASK
+        for v in (v1, v2, v3, v4):
+            h = ((h ^ _round(0, v)) * _P1 + _P4) & _MASK
+    else:
+        h = (seed + _P5) & _MASK
+    h = (h + length) & _MASK
+    while at + 8 <= length:
+        (lane,) = struct.unpack_from("<Q", data, at)
+        h = (_rotl(h ^ _round(0, lane), 27) * _P1 + _P4) & _MASK
+        at += 8
+    if at + 4 <= length:
+        (lane,) = struct.unpack_from("<I", data, at)
+        h = (_rotl(h ^ (lane * _P1 & _MASK), 23) * _P2 + _P3) & _MASK
+        at += 4
+    while at < length:
+        h = _rotl(h ^ (data[at] * _P5 & _MASK), 11) * _P1 & _MASK
+        at += 1
+    h ^= h >> 33
+    h = h * _P2 & _MASK
+    h ^= h >> 29
+    h = h * _P3 & _MASK
+    return h ^ (h >> 32)
+
+
+def spark_xxhash64(seed: int, file_key: str | None, line_no: int | None) -> int:
+    """Spark's ``xxhash64(lit(seed), file_key, line_no)`` (signed 64-bit): each value
+    hashed in turn, seeded with the hash so far (42 at first); a null value leaves it as it
+    is; a seed that fits 32 bits is an ``int`` literal (4 bytes), a larger one a ``long``.
+
+    Examples:
+        >>> spark_xxhash64(7, None, None)  # spark.range(1).select(xxhash64(lit(7), ...))
+        2786828215451145335
+    """
+    h = 42
+    size = "<i" if -(1 << 31) <= seed < (1 << 31) else "<q"
+    h = xxh64(struct.pack(size, seed), h)
+    if file_key is not None:
+        h = xxh64(file_key.encode("utf-8"), h)
+    if line_no is not None:
+        h = xxh64(struct.pack("<q", line_no), h)
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def sampled(seed: int, fraction: float | None, file_key: str | None,
+            line_no: int | None) -> bool:
+    """Whether the line ``(file_key, line_no)`` is in the sample of ``fraction`` drawn with
+    ``seed`` (every line when ``fraction`` is ``None`` or 1), as :func:`_sampled_lines`
+    decides it in Spark."""
+    if fraction is None or fraction >= 1.0:
+        return True
+    bucket = spark_xxhash64(seed, file_key, line_no) % _HASH_RANGE
+    return bucket < round(fraction * _HASH_RANGE)
+
+
+def reverify_rows(raw: pa.Table, messages: pa.Table, settings: VerifySettings, *,
+                  fraction: float | None, seed: int = 0) -> ReverifyResult:
+    """:func:`reverify` over Arrow tables held on the driver: ``raw`` (``raw_messages``
+    rows, at least ``file_key, source_file, line_no, raw_text, raw_bytes, read_error``)
+    and ``messages`` (``file_key, source_file, line_no, sender, msg_id, received_at,
+    error_code, error_detail, signature_code``). The same lines are sampled, checked by
+    the same functions and folded by the same replay rule, so the result is the same."""
+    from snap_spark.pipeline.land import LANDED_SCHEMA, fold_landed
+
+    checked_settings = settings.validated()
+    result = ReverifyResult(mode="all" if fraction is None else "sample",
+                            fraction=1.0 if fraction is None else fraction, seed=seed)
+    stored_rows = messages.select(["file_key", "source_file", "line_no", "sender", "msg_id",
+                                   "received_at", "error_code", "error_detail",
+                                   "signature_code"]).to_pylist()
+    # the joins of the Spark way, by (file_key, line_no): a null key matches nothing
+    stored = {(row["file_key"], row["line_no"]): row for row in stored_rows
+              if row["file_key"] is not None and row["line_no"] is not None}
+    lines = [row for row in raw.select(["file_key", "source_file", "line_no", "raw_text",
+                                        "raw_bytes", "read_error"]).to_pylist()
+             if sampled(seed, fraction, row["file_key"], row["line_no"])]
+    joined: dict[str, list[Any]] = {name: [] for name in (
+        "file_key", "source_file", "line_no", "raw_text", "raw_bytes", "read_error",
+        "has_row", "stored_msg_id", "stored_code", "stored_detail", "stored_received_at")}
+    for line in lines:
+        row = stored.get((line["file_key"], line["line_no"]))
+        for name in ("file_key", "source_file", "line_no", "raw_text", "raw_bytes",
+                     "read_error"):
+            joined[name].append(line[name])
+        joined["has_row"].append(True if row is not None else None)
+        for name, column in (("stored_msg_id", "msg_id"), ("stored_code", "error_code"),
+                             ("stored_detail", "error_detail"),
+                             ("stored_received_at", "received_at")):
+            joined[name].append(row[column] if row is not None else None)
+    rechecked: list[dict[str, Any]] = []
+    for batch in _recheck(checked_settings.max_drift, [pa.RecordBatch.from_pydict(joined)]):
+        rechecked.extend(batch.to_pylist())
+    result.checked = len(rechecked)
+    duplicates = _local_duplicates(rechecked, stored_rows, checked_settings.replay_window,
+                                   fold_landed, LANDED_SCHEMA)
+    differing: list[dict[str, Any]] = []
+    for row in rechecked:
+        difference = _difference(row, duplicates)
+        if not row["has_row"]:
+            result.missing += 1
+        if difference is not None:
+            differing.append(difference)
+    differing.sort(key=lambda d: (d["source_file"], d["line_no"]))
+    result.difference_count = len(differing)
+    result.differences = differing[:MAX_LISTED]
+    return result
+
+
+def _local_duplicates(rechecked: list[dict[str, Any]], stored_rows: list[dict[str, Any]],
+                      window: float, fold: Any, schema: pa.Schema) -> dict[str, dict[int, str]]:
+    """:func:`snap_spark.pipeline.transforms.find_duplicates` of :func:`_fold_input`'s
+    rows, built and folded on the driver (the fold's own function, over one partition)."""
+    today = {(row["file_key"], row["line_no"]): row for row in rechecked
+             if row["file_key"] is not None and row["line_no"] is not None}
+    candidates: list[dict[str, Any]] = []
+    for row in stored_rows:
+        code = (row["signature_code"] if row["error_code"] == int(ErrorCode.DUPLICATE_MESSAGE)
+                else row["error_code"])
+        sender, msg_id, received_at = row["sender"], row["msg_id"], row["received_at"]
+        new = today.get((row["file_key"], row["line_no"]))
+        if new is not None:
+            sender, msg_id, received_at, code = (new["sender"], new["msg_id"],
+                                                 new["received_at"], new["code"])
+        if code is not None and code not in POST_REPLAY_CODES:
+            continue
+        name = (None if row["source_file"] is None or row["file_key"] is None
+                else f"{row['source_file']}\u0000{row['file_key']}")
+        candidates.append({"kind": "candidate", "source_file": name, "line_no": row["line_no"],
+                           "sender": sender, "msg_id": msg_id, "received_at": received_at,
+                           "code": code})
+    found: dict[str, dict[int, str]] = {}
+    if not candidates:
+        return found
+    batch = pa.RecordBatch.from_pylist(candidates, schema=schema)
+    for out in fold(window, [batch]):
+        for row in out.to_pylist():
+            if row["kind"] == "duplicate":
+                found.setdefault(row["source_file"], {})[row["line_no"]] = row["info"]
+    return found

@@ -635,3 +635,69 @@ def test_small_tables_read_on_the_driver_give_what_spark_s_reads_give(
     assert summaries[0] == summaries[1]
     assert summaries[0]["reverify"]["checked"] > 100
     assert summaries[0]["alert"] is False and summaries[0]["exit_status"] == 0
+
+
+def test_a_window_counted_on_the_driver_gives_what_spark_counts(
+        spark: Any, full_lake: FullLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small lake's audit counts its figures and re-verifies in the driver process
+    (Spark never starts for it: ``test_a_small_lake_s_audit_starts_no_spark``); with the
+    tables sent to Spark instead (``read_rows=spark``), the same audit gives the same
+    summary. Here with a window that cuts every table's own time (the traffic's first
+    day: the lines landed undated fall on the landing's day, outside it) and every
+    archived line inside it checked again; the seeded sample without a window is
+    test_small_tables_read_on_the_driver_give_what_spark_s_reads_give."""
+    lake = str(full_lake.lake)
+    days = sorted({m["event_date"] for m in rows(full_lake.lake, "messages")
+                   if m["event_date"] is not None})
+    assert len(days) >= 2, days
+    window = Window(days[0], days[0])
+    summaries = []
+    for limit, out in ((DriverLimits().read_rows, tmp_path / "driver"),
+                       ("spark", tmp_path / "spark")):
+        set_limits(monkeypatch, read_rows=limit)
+        summary = audit(spark, lake, str(out), window=window, reverify_all=True,
+                        seed=3).summary
+        summary.pop("generated_at")
+        summaries.append(summary)
+    driver, by_spark = summaries
+    assert driver == by_spark
+    assert 0 < driver["figures"]["messages"]["total"] < len(rows(full_lake.lake, "messages"))
+    assert driver["reverify"]["checked"] == driver["figures"]["messages"]["total"]
+    assert driver["figures"]["tasks"]["reports"] > 0
+    assert driver["figures"]["agents"]["per_identity"]
+
+
+#: Runs the audit's ``main`` in a fresh interpreter, then says whether this process ever
+#: started (or connected to) a Spark JVM.
+NO_SPARK_PROBE = """
+import json, sys
+from snap_spark.audit.audit_job import main
+code = main(sys.argv[1:])
+from pyspark import SparkContext
+print(json.dumps({"code": code, "jvm": SparkContext._gateway is not None}))
+"""
+
+
+def test_a_small_lake_s_audit_starts_no_spark(audited: tuple[dict[str, Any], Path],
+                                              full_lake: FullLake, tmp_path: Path) -> None:
+    """The audit of a lake whose tables all fit ``read_rows`` never starts Spark on a local
+    master: no JVM at all when run from Python, and the same summary as the submitted
+    audit (a JVM started by spark-submit, delta-spark, the same options)."""
+    out = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SPARK_PROBE, "--master", "local[2]", "--lake",
+         str(full_lake.lake), "--out", str(out), "--reverify-all", "--from", "2000-01-01",
+         "--to", WINDOW_TO], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 3, "jvm": False}
+    assert "counted on the driver (a small lake)" in done.stderr
+    submitted, _ = audited
+    mine = json.loads((out / "summary.json").read_text())
+    for summary in (mine, submitted):
+        summary.pop("generated_at")
+        summary["reverify"].pop("seed")  # drawn at random, and unused: every line is checked
+    assert mine == submitted
