@@ -257,7 +257,7 @@ def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[s
     ``None`` (the audit then runs its figures in Spark). Counting a small lake's figures
     in the driver process takes far less than starting Spark to count them
     (docs/speed.md, *Figures behind the code*)."""
-    from snap_spark.audit.figures import LOCAL_COLUMNS
+    from snap_spark.audit.figures import FIGURE_COLUMNS
     from snap_spark.common.placement import limits
     from snap_spark.lake import read_arrow, rows_at_most, table_version
 
@@ -273,7 +273,8 @@ def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[s
     facts: dict[str, dict[str, Any]] = {}
     for name in AUDITED:
         version = versions[name]
-        columns = list(dict.fromkeys(LOCAL_COLUMNS.get(name, ()) + REVERIFY_COLUMNS.get(name, ())))
+        columns = list(dict.fromkeys(FIGURE_COLUMNS.get(name, ())
+                                     + REVERIFY_COLUMNS.get(name, ())))
         table = (read_arrow(storage.join(lake_dir, name), columns=columns, version=version)
                  if version >= 0 else None)
         if table is None:
@@ -281,8 +282,8 @@ def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[s
             continue
         facts[name] = {"present": True, "version": version, "rows": table.num_rows}
         arrow[name] = table
-        if name in LOCAL_COLUMNS:
-            rows[name] = table.select(list(LOCAL_COLUMNS[name])).to_pylist()
+        if name in FIGURE_COLUMNS:
+            rows[name] = table.select(list(FIGURE_COLUMNS[name])).to_pylist()
     return rows, arrow, facts
 
 

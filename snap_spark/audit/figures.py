@@ -364,7 +364,7 @@ def all_figures(tables: Mapping[str, DataFrame], window: Window) -> dict[str, An
 # -- the same figures over rows held in the driver's memory ------------------------------------
 
 #: The columns of each table that :func:`local_figures` reads.
-LOCAL_COLUMNS: dict[str, tuple[str, ...]] = {
+FIGURE_COLUMNS: dict[str, tuple[str, ...]] = {
     "messages": ("event_date", "verdict", "error_code", "sender", "msg_id", "received_at"),
     "tasks": ("state", "state_time"),
     "task_events": ("task_id", "message_id", "anomaly", "previous_state", "new_state",
@@ -391,7 +391,7 @@ def _ranked(rows: Iterable[tuple[int, Any, dict[str, Any]]]) -> list[dict[str, A
 
 def local_message_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """:func:`message_figures` over ``messages`` rows held in memory (dicts with at least
-    the columns of :data:`LOCAL_COLUMNS`).
+    the columns of :data:`FIGURE_COLUMNS`).
 
     Examples:
         >>> rows = [{"event_date": None, "verdict": "rejected", "error_code": REPLAY,
@@ -552,7 +552,7 @@ def _counted_sorted(values: Iterable[Any]) -> dict[Any, int]:
 def local_figures(tables: Mapping[str, list[dict[str, Any]]], window: Window
                   ) -> dict[str, Any]:
     """:func:`all_figures` over the present ``tables`` held in memory (name → its rows,
-    with at least the columns of :data:`LOCAL_COLUMNS`): the same values, counted in the
+    with at least the columns of :data:`FIGURE_COLUMNS`): the same values, counted in the
     driver process."""
     def cut(name: str, column: str, on_date: bool = False) -> list[dict[str, Any]] | None:
         rows = tables.get(name)

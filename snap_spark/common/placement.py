@@ -21,8 +21,10 @@ limit              default     counted as                      the step
 ``fold_tasks``     200,000     task ids to fold                ... at most this many tasks
 ``lookup_rows``    100,000     rows of the table (Delta log)   Nostr ingestion's lookups
 ``distinct_rows``  2,000,000   rows of the table (Delta log)   delta-spark's distinct values
-``read_rows``      100,000     rows of the table (Delta log)   reading a table for the
-                                                               audit and notebook views
+``read_rows``      100,000     rows of the table (Delta log)   the audit (counted on the
+                                                               driver when every table
+                                                               fits) and reading a table
+                                                               for the notebook views
 =================  ==========  ==============================  =============================
 
 A step runs on the driver when its size is at most its limit. The environment variable
@@ -87,8 +89,10 @@ class DriverLimits:
             than through a Spark join.
         distinct_rows: rows of a table whose distinct values delta-spark reads on the
             driver (delta-rs) rather than in a Spark job.
-        read_rows: rows of a table read on the driver and handed to Spark as Arrow (the
-            audit's tables and the notebook views) rather than read and cached by Spark.
+        read_rows: rows of each table up to which the audit reads its tables on the
+            driver and counts its figures and re-verifies there, without Spark; and rows of
+            a table the notebook views read on the driver and hand to Spark as Arrow rather
+            than a Spark read and cache.
     """
 
     land_bytes: int = 16 * 1024 * 1024
