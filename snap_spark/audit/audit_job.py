@@ -212,7 +212,7 @@ def audit(spark: SparkSession, lake_dir: str, out_dir: str, *, window: Window | 
         raise UsageError(f"--lake {lake_dir}: no such folder")
     limits = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
     frames: dict[str, DataFrame] = {}
-    held = _held_tables(lake_dir)
+    held = _held_tables(lake_dir, reverify=reverify_all or reverify_fraction is not None)
     tables: dict[str, DataFrame] | LocalTables
     if held is not None:  # a small lake: counted on the driver, Spark never starts
         rows, arrow, facts = held
@@ -249,11 +249,13 @@ REVERIFY_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any],
-                                         dict[str, dict[str, Any]]] | None:
+def _held_tables(lake_dir: str, *, reverify: bool
+                 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any],
+                            dict[str, dict[str, Any]]] | None:
     """When every audited table present holds at most ``read_rows`` rows (by the record
     counts of its log, :mod:`snap_spark.common.placement`): each one read by delta-rs at
-    the version it has now, as rows and Arrow, with the versions and row counts; else
+    the version it has now, as rows and Arrow (the columns the figures read, and with
+    ``reverify`` those re-verification reads), with the versions and row counts; else
     ``None`` (the audit then runs its figures in Spark). Counting a small lake's figures
     in the driver process takes far less than starting Spark to count them
     (docs/speed.md, *Figures behind the code*)."""
@@ -274,7 +276,8 @@ def _held_tables(lake_dir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[s
     for name in AUDITED:
         version = versions[name]
         columns = list(dict.fromkeys(FIGURE_COLUMNS.get(name, ())
-                                     + REVERIFY_COLUMNS.get(name, ())))
+                                     + (REVERIFY_COLUMNS.get(name, ()) if reverify else ())))
+        columns = columns or ["file_key"]  # raw_messages, not re-verified: counted only
         table = (read_arrow(storage.join(lake_dir, name), columns=columns, version=version)
                  if version >= 0 else None)
         if table is None:

@@ -644,8 +644,9 @@ def test_a_window_counted_on_the_driver_gives_what_spark_counts(
     (Spark never starts for it: ``test_a_small_lake_s_audit_starts_no_spark``); with the
     tables sent to Spark instead (``read_rows=spark``), the same audit gives the same
     summary. Here with a window that cuts every table's own time (the traffic's first
-    day: the lines landed undated fall on the landing's day, outside it) and every
-    archived line inside it checked again; the seeded sample without a window is
+    day: the lines landed undated fall on the landing's day, outside it), once with every
+    archived line inside it checked again and once without re-verification; the seeded
+    sample without a window is
     test_small_tables_read_on_the_driver_give_what_spark_s_reads_give."""
     lake = str(full_lake.lake)
     days = sorted({m["event_date"] for m in rows(full_lake.lake, "messages")
@@ -653,15 +654,19 @@ def test_a_window_counted_on_the_driver_gives_what_spark_counts(
     assert len(days) >= 2, days
     window = Window(days[0], days[0])
     summaries = []
-    for limit, out in ((DriverLimits().read_rows, tmp_path / "driver"),
-                       ("spark", tmp_path / "spark")):
+    for limit, again in ((DriverLimits().read_rows, True), ("spark", True),
+                         (DriverLimits().read_rows, False), ("spark", False)):
         set_limits(monkeypatch, read_rows=limit)
-        summary = audit(spark, lake, str(out), window=window, reverify_all=True,
+        out = tmp_path / f"{limit}-{again}"
+        summary = audit(spark, lake, str(out), window=window, reverify_all=again,
                         seed=3).summary
         summary.pop("generated_at")
         summaries.append(summary)
-    driver, by_spark = summaries
+    driver, by_spark, driver_only_figures, by_spark_only_figures = summaries
     assert driver == by_spark
+    assert driver_only_figures == by_spark_only_figures  # raw_messages counted, not read
+    assert driver_only_figures["tables"] == driver["tables"]
+    assert driver_only_figures["reverify"]["mode"] == "off"
     assert 0 < driver["figures"]["messages"]["total"] < len(rows(full_lake.lake, "messages"))
     assert driver["reverify"]["checked"] == driver["figures"]["messages"]["total"]
     assert driver["figures"]["tasks"]["reports"] > 0
