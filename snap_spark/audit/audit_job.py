@@ -500,6 +500,9 @@ class Audit(Job):
             raise UsageError(f"--from {start} is after --to {end}")
         args.window = Window(start, end)
         args.limits = load_thresholds(args.thresholds)
+        if args.seed is not None and not -(1 << 63) <= args.seed < (1 << 63):
+            raise UsageError(f"--seed {args.seed}: expected a whole number from -2**63 to "
+                             "2**63-1 (a 64-bit seed)")
         try:
             VerifySettings(max_drift=args.max_drift if args.max_drift is not None else 60,
                            replay_window=args.replay_window

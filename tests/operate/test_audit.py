@@ -409,6 +409,7 @@ def test_usage_errors_exit_2_and_write_nothing(full_lake: FullLake, tmp_path: Pa
             (["--thresholds", str(negative)], "must be a number >= 0"),
             (["--thresholds", str(tmp_path / "absent.toml")], "--thresholds"),
             (["--max-drift", "nan", "--reverify-all"], "max"),
+            (["--reverify-sample", "0.5", "--seed", str(1 << 63)], "a 64-bit seed"),
     ):
         out = tmp_path / "never"
         assert main(["--lake", lake, "--out", str(out), *argv]) == 2, argv
@@ -706,3 +707,27 @@ def test_a_small_lake_s_audit_starts_no_spark(audited: tuple[dict[str, Any], Pat
         summary.pop("generated_at")
         summary["reverify"].pop("seed")  # drawn at random, and unused: every line is checked
     assert mine == submitted
+
+
+def test_the_driver_s_sample_hash_is_spark_s_xxhash64(spark: Any) -> None:
+    """:func:`snap_spark.audit.reverify.spark_xxhash64` equals Spark's own
+    ``xxhash64(lit(seed), file_key, line_no)`` on keys of every length around XXH64's
+    stripes (0-100 bytes, multi-byte characters), null keys and line numbers, and seeds on
+    both sides of the 32-bit boundary (an ``int`` literal, then a ``long``), so a small
+    lake's sample is the one Spark draws."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from snap_spark.audit.reverify import spark_xxhash64
+
+    rnd = random.Random(5)
+    letters = "abcXYZ09-_é€😀"
+    rows = [(None if i % 29 == 0 else "".join(rnd.choice(letters) for _ in range(i % 101)),
+             None if i % 31 == 0 else rnd.randrange(-(1 << 40), 1 << 40)) for i in range(400)]
+    frame = spark.createDataFrame(rows, "file_key string, line_no long")
+    for seed in (0, 11, -5, (1 << 31) - 1, 1 << 31, -(1 << 31) - 1, (1 << 62) + 3):
+        got = frame.select("file_key", "line_no", F.xxhash64(F.lit(seed), "file_key",
+                                                             "line_no").alias("h")).collect()
+        assert len(got) == len(rows)
+        assert all(spark_xxhash64(seed, r["file_key"], r["line_no"]) == r["h"] for r in got), seed
