@@ -381,10 +381,12 @@ def _first_ids(ids: Iterable[Any]) -> list[Any]:
     return sorted({value for value in ids if value is not None})[:EXAMPLES]
 
 
-def _ranked(rows: Iterable[tuple[int, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The :data:`TOP` rows of positive rank, by rank (highest first) then key (nulls
-    first), as Spark orders them: ``(rank, key, row)`` in, rows out."""
-    kept = [row for row in rows if row[0] > 0]
+def _ranked(rows: Iterable[tuple[int, Any, dict[str, Any]]], *, positive: bool = True
+            ) -> list[dict[str, Any]]:
+    """The :data:`TOP` rows by rank (highest first) then key (nulls first), as Spark
+    orders them: ``(rank, key, row)`` in, rows out; with ``positive``, only rows of a rank
+    above 0 (the worst senders; the worst tasks are every task with an anomaly)."""
+    kept = [row for row in rows if row[0] > 0 or not positive]
     kept.sort(key=lambda r: (-r[0], r[1] is not None, r[1] if r[1] is not None else ""))
     return [row for _, _, row in kept[:TOP]]
 
@@ -481,19 +483,12 @@ def local_task_figures(tasks: list[dict[str, Any]] | None,
             ({"from": previous or "none", "to": new, "count": n}
              for (_, previous, new), n in illegal),
             key=lambda r: (-r["count"], r["from"], r["to"]))
-        out["worst_tasks"] = _ranked_all(
-            (t["illegal"] + t["foreign"], task_id,
-             {"task_id": task_id, "illegal": t["illegal"], "foreign": t["foreign"],
-              "examples": _first_ids(t["ids"])}) for task_id, t in per_task.items())
+        out["worst_tasks"] = _ranked(
+            ((t["illegal"] + t["foreign"], task_id,
+              {"task_id": task_id, "illegal": t["illegal"], "foreign": t["foreign"],
+               "examples": _first_ids(t["ids"])}) for task_id, t in per_task.items()),
+            positive=False)
     return out
-
-
-def _ranked_all(rows: Iterable[tuple[int, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The :data:`TOP` rows by rank (highest first) then key (nulls first), whatever the
-    rank (the worst tasks are every task with an anomaly)."""
-    every = list(rows)
-    every.sort(key=lambda r: (-r[0], r[1] is not None, r[1] if r[1] is not None else ""))
-    return [row for _, _, row in every[:TOP]]
 
 
 def local_agent_figures(history: list[dict[str, Any]] | None,

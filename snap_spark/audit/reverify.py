@@ -355,8 +355,6 @@ def reverify_rows(raw: pa.Table, messages: pa.Table, settings: VerifySettings, *
     and ``messages`` (``file_key, source_file, line_no, sender, msg_id, received_at,
     error_code, error_detail, signature_code``). The same lines are sampled, checked by
     the same functions and folded by the same replay rule, so the result is the same."""
-    from snap_spark.pipeline.land import LANDED_SCHEMA, fold_landed
-
     checked_settings = settings.validated()
     result = ReverifyResult(mode="all" if fraction is None else "sample",
                             fraction=1.0 if fraction is None else fraction, seed=seed)
@@ -386,8 +384,7 @@ def reverify_rows(raw: pa.Table, messages: pa.Table, settings: VerifySettings, *
     for batch in _recheck(checked_settings.max_drift, [pa.RecordBatch.from_pydict(joined)]):
         rechecked.extend(batch.to_pylist())
     result.checked = len(rechecked)
-    duplicates = _local_duplicates(rechecked, stored_rows, checked_settings.replay_window,
-                                   fold_landed, LANDED_SCHEMA)
+    duplicates = _local_duplicates(rechecked, stored_rows, checked_settings.replay_window)
     differing: list[dict[str, Any]] = []
     for row in rechecked:
         difference = _difference(row, duplicates)
@@ -402,9 +399,11 @@ def reverify_rows(raw: pa.Table, messages: pa.Table, settings: VerifySettings, *
 
 
 def _local_duplicates(rechecked: list[dict[str, Any]], stored_rows: list[dict[str, Any]],
-                      window: float, fold: Any, schema: pa.Schema) -> dict[str, dict[int, str]]:
+                      window: float) -> dict[str, dict[int, str]]:
     """:func:`snap_spark.pipeline.transforms.find_duplicates` of :func:`_fold_input`'s
     rows, built and folded on the driver (the fold's own function, over one partition)."""
+    from snap_spark.pipeline.land import LANDED_SCHEMA, fold_landed
+
     today = {(row["file_key"], row["line_no"]): row for row in rechecked
              if row["file_key"] is not None and row["line_no"] is not None}
     candidates: list[dict[str, Any]] = []
@@ -426,8 +425,8 @@ def _local_duplicates(rechecked: list[dict[str, Any]], stored_rows: list[dict[st
     found: dict[str, dict[int, str]] = {}
     if not candidates:
         return found
-    batch = pa.RecordBatch.from_pylist(candidates, schema=schema)
-    for out in fold(window, [batch]):
+    batch = pa.RecordBatch.from_pylist(candidates, schema=LANDED_SCHEMA)
+    for out in fold_landed(window, [batch]):
         for row in out.to_pylist():
             if row["kind"] == "duplicate":
                 found.setdefault(row["source_file"], {})[row["line_no"]] = row["info"]
