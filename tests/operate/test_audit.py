@@ -731,3 +731,40 @@ def test_the_driver_s_sample_hash_is_spark_s_xxhash64(spark: Any) -> None:
                                                              "line_no").alias("h")).collect()
         assert len(got) == len(rows)
         assert all(spark_xxhash64(seed, r["file_key"], r["line_no"]) == r["h"] for r in got), seed
+
+
+def test_garbage_lines_are_checked_again_on_the_driver_as_spark_checks_them(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines that are not SNAP at all (not JSON, truncated, wrong types, deeply nested,
+    huge, invalid UTF-8, NUL bytes, empty) landed beside real traffic: re-verifying every
+    archived line on the driver checks each one again without failing, finds nothing that
+    differs from what the job stored, and gives the summary the Spark way gives."""
+    from snap_spark.pipeline.batch_job import run
+    from snap_spark.samples.messages import SampleConfig, write_sample
+
+    traffic = tmp_path / "traffic.jsonl"
+    write_sample(SampleConfig(agents=3, messages=60, seed=8), str(traffic), tasks_path=None)
+    garbage = [b"not json at all", b'{"truncated": ', b'{"message": 5}', b"[1, 2, 3]",
+               b"[" * 5000 + b"]" * 5000, b'{"message": {"id": "' + b"x" * 300_000 + b'"}}',
+               b'{"message": "\xff\xfe caf\xc3"}', b"\xff\xfe\x00\x01", b"nul\x00byte",
+               b"", b"   ", b"null", b"true", b"1e999"]
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\n".join(garbage) + b"\n")
+    lake = tmp_path / "lake"
+    run(spark, [str(traffic), str(junk)], str(lake), catch_up_tasks=False)
+    summaries = []
+    for limit in (DriverLimits().read_rows, "spark"):
+        set_limits(monkeypatch, read_rows=limit)
+        summary = audit(spark, str(lake), str(tmp_path / f"out-{limit}"), reverify_all=True,
+                        seed=1).summary
+        summary.pop("generated_at")
+        summaries.append(summary)
+    driver, by_spark = summaries
+    assert driver == by_spark
+    landed = len(rows(lake, "raw_messages"))
+    assert landed == 60 + len(garbage)
+    assert driver["reverify"]["checked"] == landed
+    assert driver["reverify"]["difference_count"] == 0 and driver["reverify"]["missing"] == 0
+    junk_rows = [m for m in rows(lake, "messages") if m["source_file"].endswith("junk.jsonl")]
+    assert len(junk_rows) == len(garbage)
+    assert all(m["verdict"] == "rejected" and m["error_code"] for m in junk_rows)
