@@ -216,23 +216,32 @@ def test_snap_spark_check_runs_from_the_installed_package(
 
 def test_spark_submit_runs_the_packaged_batch_job(
         installed: dict[str, Any], sample: dict[str, Any]) -> None:
-    """Two runs: the first file into an empty lake, then its folder (the second file is
-    new); every line's code is the generator's label."""
+    """Two runs: the first file into an empty lake by ``spark-submit``, landed in Spark
+    tasks (their Python workers import the installed package); then its folder (the second
+    file is new) by ``python <job>``, whose run this small lands on the driver (no JVM to
+    start again: the Python workers were the first run's point). Every line's code is the
+    generator's label."""
     where = run_in(installed, "python", "-m", "snap_spark.jobs", "path", "verify_messages")
     assert where.returncode == 0, where.stderr
     script = Path(where.stdout.strip())
     assert script.is_relative_to(installed["prefix"]) and script.is_file()
     lake = installed["work"] / "lake"
     log4j = script.parent.parent / "conf" / "log4j2.properties"  # the packaged defaults
-    for source in (sample["parts"] / "a.jsonl", sample["parts"]):
-        done = run_in(installed, "spark-submit", "--master", "local[2]",
-                      "--driver-java-options", f"-Dlog4j2.configurationFile={log4j}",
-                      "--conf", "spark.ui.showConsoleProgress=false",
-                      "--conf", "spark.ui.enabled=false",
-                      "--conf", "spark.sql.shuffle.partitions=2",
-                      "--conf", "spark.snap.lake.backend=delta-rs", str(script),
-                      "--input", str(source), "--lake", str(lake), timeout=600)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    done = run_in(installed, "spark-submit", "--master", "local[2]",
+                  "--driver-java-options", f"-Dlog4j2.configurationFile={log4j}",
+                  "--conf", "spark.ui.showConsoleProgress=false",
+                  "--conf", "spark.ui.enabled=false",
+                  "--conf", "spark.sql.shuffle.partitions=2",
+                  "--conf", "spark.snap.lake.backend=delta-rs", str(script),
+                  "--input", str(sample["parts"] / "a.jsonl"), "--lake", str(lake),
+                  timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "lines read: 350 " in done.stdout, done.stdout
+    on_driver = {**installed, "env": {k: v for k, v in installed["env"].items()
+                                      if k != "SNAP_SPARK_DRIVER_LIMITS"}}
+    done = run_in(on_driver, "python", str(script), "--input", str(sample["parts"]),
+                  "--lake", str(lake), timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "lines read: 250 " in done.stdout, done.stdout
     split = 350  # lines of a.jsonl; b.jsonl goes on from there
     messages = sorted(delta_rows(lake / "messages"),
