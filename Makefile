@@ -24,7 +24,7 @@ DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spar
 KAFKA_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
-.PHONY: setup native jvm-archive spark-path test-fast test-python-core test-spark-path test-lanes delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook connect-server check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
+.PHONY: setup native jvm-archive spark-path test-fast test-lanes delta-jars kafka-jars kafka-broker chromium test run run-nostr stream print-stream-jars print-driver-java-options tasks audit notebook connect-server check-sample lint bench bench-cold bench-cluster cluster-demo check-java clean
 
 setup: $(STAMP) native delta-jars kafka-jars jvm-archive spark-path
 
@@ -134,24 +134,16 @@ FAST_WORKERS ?= 2
 test-fast: setup
 	$(KEEP_PYC) $(PY) -m pytest -q -p no:cacheprovider -n $(FAST_WORKERS) -m '$(FAST)'
 
-# The lanes: tests of the suite once more in a pytest of their own, on two workers
-# (tests/lanes.py), each a path the main run mostly does not take. `make test` runs them
-# after its parallel part: inside it, the Python-core lane made the whole as long or longer
-# (13:09 on three workers with it inside, against 11:31 + 0:56 after it on the same
-# machine, 2026-11-29), and their output reads more plainly after.
-# - test-python-core: the checking and job-exactness tests on the Python core (the
-#   reference and the fallback where the native core is not built), SNAP_SPARK_NATIVE=0
-#   reaching Spark's workers (tests/integration/test_python_core.py names them).
-# - test-spark-path: the batch job's tests with every two-way step forced into Spark
-#   stages (SNAP_SPARK_DRIVER_LIMITS=spark; the subset is explained in
-#   tests/integration/test_spark_path_lane.py).
-PYTHON_CORE_LANE := tests/integration/test_python_core.py
-SPARK_PATH_LANE := tests/integration/test_spark_path_lane.py
-LANES := $(PYTHON_CORE_LANE) $(SPARK_PATH_LANE)
-test-python-core: setup
-	$(KEEP_PYC) SNAP_SPARK_LANE_WORKERS=2 $(PY) -m pytest -q -p no:cacheprovider $(PYTHON_CORE_LANE)
-test-spark-path: setup
-	$(KEEP_PYC) SNAP_SPARK_LANE_WORKERS=2 $(PY) -m pytest -q -p no:cacheprovider $(SPARK_PATH_LANE)
+# The lane: tests of the suite once more in a pytest of their own, on two workers
+# (tests/lanes.py), down the paths the main run mostly does not take: the checking and
+# job-exactness tests on the Python core (the reference and the fallback where the native
+# core is not built) with every two-way step forced into Spark stages
+# (SNAP_SPARK_NATIVE=0 and SNAP_SPARK_DRIVER_LIMITS=spark; tests/integration/test_python_core.py
+# names the tests and why both switches are flipped together). `make test` runs it after
+# its parallel part: inside it, the lane made the whole as long or longer (13:09 on three
+# workers with it inside, against 11:31 + 0:56 after it on the same machine, 2026-11-29),
+# and its output reads more plainly after.
+LANES := tests/integration/test_python_core.py
 test-lanes: setup
 	$(KEEP_PYC) SNAP_SPARK_LANE_WORKERS=2 $(PY) -m pytest -q -p no:cacheprovider $(LANES)
 

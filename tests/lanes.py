@@ -1,8 +1,9 @@
 """A lane: some of the suite's tests run again, in a pytest process of their own, with
-settings that send them down another path (``SNAP_SPARK_NATIVE=0``: the Python core;
-``SNAP_SPARK_DRIVER_LIMITS=spark``: every two-way step as Spark stages). ``make test`` runs
-each lane after its parallel part, on two pytest-xdist workers of the lane's own
-(``SNAP_SPARK_LANE_WORKERS=2``; one, in one process, when unset)."""
+settings that send them down other paths (``SNAP_SPARK_NATIVE=0``: the Python core;
+``SNAP_SPARK_DRIVER_LIMITS=spark``: every two-way step as Spark stages; the lane of
+``tests/integration/test_python_core.py`` sets both). ``make test`` runs the lane after its
+parallel part, on two pytest-xdist workers of the lane's own (``SNAP_SPARK_LANE_WORKERS=2``;
+one, in one process, when unset)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def _worker_core(_: int) -> str:
 
 
 def test_workers_check_with_the_core_the_environment_names(spark: Any) -> None:
-    """``SNAP_SPARK_NATIVE=0`` (the Python-core lane of ``make test``) reaches Spark's Python
+    """``SNAP_SPARK_NATIVE=0`` (the lane of ``make test``) reaches Spark's Python
     workers; otherwise they use the native core, which ``make setup`` builds."""
     import os
 
