@@ -44,6 +44,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SNAP_SPARK = Path(sys.executable).parent / "snap-spark"
 #: Words of an error report, none of which a clean stop may print.
 NOISE = ("Traceback", "Py4J", "reentrant call", "Exception", " ERROR ", "\tat ")
+#: What a stream's console no longer shows at the default log level (issue 47): the five
+#: ``Streaming TransformWithStateInPandas Python worker ...`` paragraphs PySpark's
+#: driver-side state step prints at each start (with its UDF's repr and schema), the state
+#: server's ``No more data to read from the socket`` WARN, and the native-Hadoop and
+#: adaptive-execution WARNs. ``tests/operate/test_quiet_console.py`` shows the first again
+#: with ``SNAP_SPARK_LOG_LEVEL=INFO``.
+NOTICES = ("TransformWithStateInPandas Python worker", "No more data to read from the socket",
+           "NativeCodeLoader", "ResolveWriteToStream")
 
 
 class Running:
@@ -214,7 +222,8 @@ def test_sigterm_stops_a_submitted_stream_cleanly(spark: Any, tmp_path: Path,
     driver JVM (the job's Python runs as its child, and Spark passes its output on through
     stdout), as ``kill PID`` or a service manager sends it. A run again on the same
     checkpoint finds nothing to do (that run is the job's
-    :func:`~snap_spark.stream.stream_job.run_stream`, available-now, in the test session)."""
+    :func:`~snap_spark.stream.stream_job.run_stream`, available-now, in the test session).
+    The stream's console holds none of :data:`NOTICES`."""
     (tmp_path / "landing").mkdir()
     first = len(sample) // 2
     (tmp_path / "landing" / "a.jsonl").write_bytes(b"\n".join(sample[:first]) + b"\n")
@@ -231,6 +240,9 @@ def test_sigterm_stops_a_submitted_stream_cleanly(spark: Any, tmp_path: Path,
         check_stopped(job, tmp_path, sample, "SIGTERM")
     finally:
         job.kill()
+    # a stream run as people run it prints its own lines only, not Spark's notices
+    console = job.text()
+    assert [notice for notice in NOTICES if notice in console] == [], console[-3000:]
     again = run_stream(spark, StreamPlan(
         lake_dir=str(tmp_path / "lake"), checkpoint=str(tmp_path / "ckpt"),
         settings=VerifySettings(), lateness=DEFAULT_LATENESS, run_id=uuid.uuid4().hex,
