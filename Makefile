@@ -113,7 +113,7 @@ chromium:
 # JVMs then spend far less CPU compiling, which the workers sharing two cores need.
 TEST_WORKERS ?= 3
 # KEEP_PYC: where PYTHONDONTWRITEBYTECODE is set, every pytest process (the three workers,
-# the lanes' own) rewrote and compiled the test modules from source, about 5 s of CPU each
+# the lane's own) rewrote and compiled the test modules from source, about 5 s of CPU each
 # (a collection of the whole suite: 9.4-10.7 s against 4.8 s once pytest keeps its
 # rewritten files, 2026-12-02), and every job or Spark worker that imports a test helper
 # compiled it again. The test targets let Python keep its compiled files (__pycache__,

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from snap_spark.samples.messages import SampleConfig, generate
-from tests.stream.test_stream_stop import NOTICES
+from tests.stream.test_stream_stop import NOTICES, SNAP_SPARK
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-SNAP_SPARK = Path(sys.executable).parent / "snap-spark"
 
 
 def run_stream(tmp_path: Path, name: str, **env: str) -> str:
