@@ -52,8 +52,9 @@ delta-jars: $(STAMP)
 
 # The driver JVM's class-data-sharing archive (snap_spark.runtime.jvm_archive): Spark's classes
 # parsed and verified once, mapped by every later driver JVM (a cold spark-submit of 200 lines
-# 16 s -> 9.5 s on 2 cores). Built by one sample run (40-60 s) when Java or Spark changed;
-# silent when current. Without it jobs run as before.
+# 16 s -> 9.5 s on 2 cores). Built by one training run (the batch job, then the stream job,
+# 40-60 s) when Java, Spark or the training changed; silent when current. Without it jobs
+# run as before.
 jvm-archive: $(STAMP)
 	@$(PY) -m snap_spark.runtime.jvm_archive build || true
 

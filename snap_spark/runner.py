@@ -349,6 +349,11 @@ class Job:
     def check(self, context: Context) -> None:
         """Validate the job's own options before Spark starts; raise :class:`UsageError`."""
 
+    def reads_kafka(self, context: Context) -> bool:
+        """Whether this run reads a Kafka topic (its session then loads the Kafka
+        connector's cached JARs: :func:`snap_spark.runtime.session.deferred_session`)."""
+        return False
+
     def run(self, spark: SparkSession, context: Context) -> Any:
         """Do the work; return what :meth:`summary` prints."""
         raise NotImplementedError
@@ -558,7 +563,7 @@ def main(job: Job, argv: Sequence[str] | None = None) -> int:
             # Spark starts when the job first needs it: a small run on a local master
             # may never (snap_spark.runtime.session.deferred_session)
             spark = deferred_session(f"snap-spark {job.name}", master=context.args.master,
-                                     extra_conf=extra)
+                                     extra_conf=extra, reads_kafka=job.reads_kafka(context))
         except Exception as exc:  # e.g. no space left for Spark's scratch files
             if debug or (fault := storage_fault(exc, context.lake)) is None:
                 raise

@@ -7,9 +7,11 @@ earlier run (HotSpot's dynamic class-data sharing, ``-XX:ArchiveClassesAtExit`` 
 ``-XX:SharedArchiveFile``). A cold ``spark-submit`` of the batch job on a small input then
 takes markedly less time (docs/speed.md, *Figures behind the code*).
 
-- ``make setup`` builds the archive (:func:`build`: one ``spark-submit`` of the packaged
-  batch job on a generated 200-line sample, 100-150 MB; how long that takes is in
-  docs/speed.md, *Figures behind the code*).
+- ``make setup`` builds the archive (:func:`build`: one ``spark-submit`` whose driver runs
+  the batch job, then the stream job, on a generated 200-line sample (:func:`train`), about
+  170 MB; how long that takes is in docs/speed.md, *Figures behind the code*). The stream
+  brings the classes of Structured Streaming and its RocksDB state store, which a cold
+  stream job would otherwise read from Spark's JARs.
 - :func:`driver_jvm_flags` is what every driver JVM that snap-spark starts is given: the
   short-job flags (:data:`DRIVER_JVM_FLAGS`) and, when an archive for
   this exact Java and Spark exists, the flag that maps it. ``build_session``, ``snap-spark
@@ -60,7 +62,10 @@ DRIVER_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 ARCHIVE_ENV: Final = "SNAP_SPARK_JVM_ARCHIVE"
 #: The archive's folder inside a checkout's ``.venv`` or an installed environment.
 FOLDER: Final = "jvm-archive"
-#: How many archives a folder keeps (the newest; each is 100-150 MB).
+#: What the archive's training run covers (:func:`train`); part of :func:`fingerprint`, so a
+#: wider training builds the archive again at the next ``make setup``.
+TRAINING: Final = "verify_messages+stream_verify"
+#: How many archives a folder keeps (the newest; each is 150-200 MB).
 KEEP: Final = 2
 #: Keep the JVM quiet when it cannot use an archive (it then starts without it).
 QUIET: Final = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -106,12 +111,13 @@ def java_binary() -> Path | None:
 def fingerprint() -> str | None:
     """16 hex digits naming what an archive is only valid for: the Java binary (its real
     path, size and time), every JAR of Spark's ``jars`` folder (name, size, time) and the
-    driver's JVM flags; ``None`` when Java or Spark is not found. The same installation
-    reached through a link (a workspace's linked ``.venv``) has the same fingerprint."""
+    driver's JVM flags (and what the training run covers, :data:`TRAINING`); ``None``
+    when Java or Spark is not found. The same installation reached through a link (a
+    workspace's linked ``.venv``) has the same fingerprint."""
     java, home = java_binary(), spark_home()
     if java is None or home is None or not (home / "jars").is_dir():
         return None
-    digest = hashlib.sha256(DRIVER_JVM_FLAGS.encode())
+    digest = hashlib.sha256(f"{DRIVER_JVM_FLAGS}\0{TRAINING}".encode())
     libjvm = sorted(java.parents[1].glob("lib/server/libjvm.so"))
     for path in [java, *libjvm]:
         stat = path.stat()
@@ -175,14 +181,15 @@ def build(force: bool = False) -> Path:
 
         sample = Path(work) / "sample.jsonl"
         write_sample(SampleConfig(messages=200, seed=7), str(sample))
+        (Path(work) / "landing").mkdir()
+        shutil.copyfile(sample, Path(work) / "landing" / sample.name)
         partial = target.parent / f".{target.name}.{os.getpid()}.partial"
         command = [str(home / "bin" / "spark-submit"), "--master", "local[2]",
                    "--conf", "spark.ui.enabled=false",
                    "--conf", "spark.ui.showConsoleProgress=false",
                    "--driver-java-options",
                    f"{DRIVER_JVM_FLAGS} -XX:ArchiveClassesAtExit={partial} {QUIET}",
-                   str(Path(__file__).parents[1] / "jobs" / "verify_messages.py"),
-                   "--input", str(sample), "--lake", str(Path(work) / "lake")]
+                   str(Path(__file__).resolve()), "train", work]
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": sys.executable,
@@ -194,13 +201,39 @@ def build(force: bool = False) -> Path:
                                   check=False)
             if done.returncode != 0 or not partial.is_file():
                 tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
-                raise RuntimeError(f"the sample job exited {done.returncode}: "
+                raise RuntimeError(f"the training run exited {done.returncode}: "
                                    + " / ".join(tail))
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
     prune(target)
     return target
+
+
+def train(work: Path) -> None:
+    """The archive's training run, in the driver ``spark-submit`` started for :func:`build`:
+    the batch job over ``work/sample.jsonl``, then the stream job (``available-now``) over
+    the folder ``work/landing``, each into a lake of its own under ``work``.
+
+    Raises:
+        RuntimeError: a job did not exit 0.
+    """
+    from snap_spark.runtime.spark_path import fix_paths
+
+    fix_paths()  # PySpark from its installed folder, as the packaged jobs do
+    from snap_spark.pipeline.batch_job import main as batch
+    from snap_spark.stream.stream_job import main as stream
+
+    runs = [("batch", batch, ["--input", str(work / "sample.jsonl"),
+                              "--lake", str(work / "lake")]),
+            ("stream", stream, ["--landing", str(work / "landing"),
+                                "--checkpoint", str(work / "checkpoint"),
+                                "--lake", str(work / "stream-lake"),
+                                "--trigger", "available-now"])]
+    for name, main_of, argv in runs:
+        code = main_of(argv)
+        if code != 0:
+            raise RuntimeError(f"the {name} job of the training run exited {code}")
 
 
 def prune(current: Path) -> list[Path]:
@@ -218,14 +251,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m snap_spark.runtime.jvm_archive",
         description="The Spark driver JVM's class-data-sharing archive (a shorter start).")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{build,flags,status}")
     make = sub.add_parser("build", help="build this environment's archive (make setup runs it)")
     make.add_argument("--force", action="store_true", help="build again even if current")
     flags = sub.add_parser("flags", help="print the driver JVM flags snap-spark gives")
     flags.add_argument("--master", default=None,
                        help="the master (a cluster's driver gets no short-job flags)")
     sub.add_parser("status", help="say whether this environment has its archive")
+    # what build() runs in its spark-submit driver: not for the command line
+    training = sub.add_parser("train")
+    training.add_argument("work", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "train":
+        train(args.work)
+        return 0
     if args.command == "flags":
         print(driver_jvm_flags(local_master(args.master)))
         return 0

@@ -287,6 +287,28 @@ KAFKA = JarSet(
 )
 #: The package sets ``make setup`` fetches, by name.
 JAR_SETS: dict[str, JarSet] = {"delta": DELTA, "kafka": KAFKA}
+
+
+def job_jar_sets(backend: str | None, *, reads_kafka: bool) -> list[str]:
+    """The sets of :data:`JAR_SETS` a job's driver loads: ``delta`` unless the lake's
+    backend (``spark.snap.lake.backend``) is ``delta-rs``, and ``kafka`` when the job reads
+    a Kafka topic. ``snap-spark submit`` gives spark-submit these
+    (:func:`snap_spark.runtime.submit.jar_sets`), and a job run as ``python jobs/<job>.py``
+    starts its session with these (:func:`snap_spark.runtime.session.deferred_session`).
+    A set the job does not use only costs its driver JVM's start: Spark copies every JAR
+    of ``spark.jars`` for its executors and opens them, and Delta's session extension
+    loads with the session (docs/speed.md, *Figures behind the code*).
+
+    Examples:
+        >>> job_jar_sets(None, reads_kafka=False), job_jar_sets("delta-spark", reads_kafka=True)
+        (['delta'], ['delta', 'kafka'])
+        >>> job_jar_sets(" Delta-RS", reads_kafka=False), job_jar_sets("delta-rs", reads_kafka=True)
+        ([], ['kafka'])
+    """
+    sets = [] if (backend or "").strip().lower() == "delta-rs" else ["delta"]
+    return [*sets, "kafka"] if reads_kafka else sets
+
+
 #: The class behind ``format("kafka")``: the connector is loaded when the JVM can load it.
 KAFKA_SOURCE_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 

@@ -137,8 +137,11 @@ def deferred_session(
     app_name: str = "snap-spark",
     master: str | None = None,
     extra_conf: dict[str, str] | None = None,
+    *,
+    reads_kafka: bool = False,
 ) -> SparkSession:
-    """The session of a job: :func:`build_session`'s, started only once the job needs Spark.
+    """The session of a job: :func:`build_session`'s, started only once the job needs Spark,
+    with the JARs the job needs only.
 
     A job on a local master whose work all runs on the driver (a small input: every step
     has a driver path below its threshold) never needs Spark's scheduler, and starting it
@@ -153,8 +156,16 @@ def deferred_session(
     a Spark session already runs in this process, when settings may come from where this
     module does not read them (``PYSPARK_SUBMIT_ARGS``, a ``spark-defaults.conf`` in
     ``$SPARK_CONF_DIR``), or when :data:`DEFER_ENV` is ``0``.
+
+    Of the cached JAR sets, the session loads those
+    :func:`snap_spark.runtime.maven_jars.job_jar_sets` names, as ``snap-spark submit`` gives
+    them: Delta unless the lake's backend is delta-rs, the Kafka connector only when
+    ``reads_kafka`` (and then as ``build_session(kafka=None)`` does: when cached; the job's
+    :func:`~snap_spark.runtime.maven_jars.require_kafka_connector` says so in one line
+    otherwise).
     """
-    plan = _plan(app_name, master, extra_conf, None, delta=None, kafka=None)
+    plan = _plan(app_name, master, extra_conf, None, delta=None,
+                 kafka=None if reads_kafka else False, delta_by_backend=True)
     if not plan.deferrable():
         return plan.start()
     # a stand-in with the session's interface: every attribute it does not answer itself
@@ -163,8 +174,11 @@ def deferred_session(
 
 
 def _plan(app_name: str, master: str | None, extra_conf: dict[str, str] | None,
-          conf_file: Path | None, *, delta: bool | None, kafka: bool | None) -> _SessionPlan:
-    """The settings and master :func:`build_session` starts a session with."""
+          conf_file: Path | None, *, delta: bool | None, kafka: bool | None,
+          delta_by_backend: bool = False) -> _SessionPlan:
+    """The settings and master :func:`build_session` starts a session with; with
+    ``delta_by_backend`` (a job's session), no Delta (``delta`` ``None`` taken as ``False``)
+    when the settings name the delta-rs backend."""
     prepare_environment()
     settings = read_spark_conf(conf_file)
     already = _submitted_settings()
@@ -178,6 +192,13 @@ def _plan(app_name: str, master: str | None, extra_conf: dict[str, str] | None,
             master if master is not None else already.get("spark.master")))
         if flags:
             settings[DRIVER_JAVA_OPTIONS_CONF] = flags  # if it starts now
+    if delta is None and delta_by_backend:
+        from snap_spark.lake import LAKE_BACKEND_CONF
+        from snap_spark.runtime.maven_jars import job_jar_sets
+
+        backend = settings.get(LAKE_BACKEND_CONF, already.get(LAKE_BACKEND_CONF))
+        if "delta" not in job_jar_sets(backend, reads_kafka=False):
+            delta = False
     settings.update(_delta_settings(settings, already, delta))
     settings.update(_kafka_settings(settings, kafka))
     local_workers = on and _local_workers_import_snap_spark(master or already.get("spark.master"))

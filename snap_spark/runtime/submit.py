@@ -297,7 +297,8 @@ def submit_environment(environ: Mapping[str, str], home: Path, python: str,
 
 def jar_sets(request: Request) -> list[str]:
     """The cached JAR sets (:data:`snap_spark.runtime.maven_jars.JAR_SETS`) the job gets: ``delta``
-    unless the backend is delta-rs, and ``kafka`` for ``stream_verify --kafka-bootstrap``.
+    unless the backend is delta-rs, and ``kafka`` for ``stream_verify --kafka-bootstrap``
+    (:func:`snap_spark.runtime.maven_jars.job_jar_sets`, the rule of a job's own session too).
 
     Examples:
         >>> jar_sets(split_arguments(["audit"]))
@@ -307,14 +308,12 @@ def jar_sets(request: Request) -> list[str]:
         >>> jar_sets(split_arguments(["stream_verify", "--kafka-bootstrap=k:9092"]))
         ['delta', 'kafka']
     """
-    sets = []
-    if request.confs().get(LAKE_BACKEND_CONF, "").lower() != "delta-rs":
-        sets.append("delta")
+    from snap_spark.runtime.maven_jars import job_jar_sets
+
     kafka = any(arg == "--kafka-bootstrap" or arg.startswith("--kafka-bootstrap=")
                 for arg in request.job_args)
-    if request.job == "stream_verify" and kafka:
-        sets.append("kafka")
-    return sets
+    return job_jar_sets(request.confs().get(LAKE_BACKEND_CONF),
+                        reads_kafka=request.job == "stream_verify" and kafka)
 
 
 def merge_jars(given: Sequence[str], cached: Sequence[str]) -> list[str]:

@@ -464,6 +464,9 @@ class StreamVerify(Job):
         if args.state_partitions is not None and args.state_partitions < 1:
             raise UsageError("--state-partitions must be at least 1")
 
+    def reads_kafka(self, context: Context) -> bool:
+        return bool(context.args.kafka_bootstrap)
+
     def run(self, spark: SparkSession, context: Context) -> StreamResult:
         args = context.args
         plan = StreamPlan(

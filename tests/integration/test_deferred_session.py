@@ -23,13 +23,20 @@ from snap_spark.samples.messages import SampleConfig, write_sample
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Runs the batch job's ``main`` in a fresh interpreter, then says whether this process
-#: ever started (or connected to) a Spark JVM.
+#: ever started (or connected to) a Spark JVM, and which JARs and SQL extensions a
+#: SparkContext it started was given.
 PROBE = """
 import json, sys
 from snap_spark.pipeline.batch_job import main
 code = main(sys.argv[1:])
 from pyspark import SparkContext
-print(json.dumps({"code": code, "jvm": SparkContext._gateway is not None}))
+context = SparkContext._active_spark_context
+jars = [] if context is None else [
+    jar.rsplit("/", 1)[-1] for jar in context._jsc.sc().listJars().mkString("\\n").split("\\n")
+    if jar]
+extensions = None if context is None else context.getConf().get("spark.sql.extensions")
+print(json.dumps({"code": code, "jvm": SparkContext._gateway is not None, "jars": jars,
+                  "extensions": extensions}))
 """
 
 
@@ -72,6 +79,9 @@ def test_a_small_run_starts_no_spark_and_lands_what_runs_with_spark_land(
     started = run_job(sample, tmp_path / "started", **{DEFER_ENV: "0"})
     forced = run_job(sample, tmp_path / "forced", SNAP_SPARK_DRIVER_LIMITS="land_bytes=0")
     assert (deferred["jvm"], started["jvm"], forced["jvm"]) == (False, True, True)
+    # the lake's backend is delta-rs and nothing reads Kafka: no JAR set was loaded
+    # (snap_spark.runtime.maven_jars.job_jar_sets), so neither Delta nor its extension
+    assert (started["jars"], started["extensions"]) == ([], None), started
     rows = verdicts(tmp_path / "deferred")
     assert len(rows) == 400
     assert {r[3] for r in rows} - {None}  # the sample's attacks are there
@@ -110,6 +120,53 @@ def test_the_deferred_session_answers_what_the_started_one_holds(spark: Any) -> 
         assert ran == [spark, spark]
     finally:
         spark.conf.unset(key)
+
+
+#: Prints, as JSON, which cached JAR sets and whether Delta's extension the session plans
+#: of a job (``deferred_session``'s) and of ``build_session`` name, in a fresh interpreter
+#: (in this one, the tests' session runs: a plan then adds no JAR, a running JVM takes none).
+PLANS = """
+import json
+from snap_spark.lake import DELTA_EXTENSION, LAKE_BACKEND_CONF
+from snap_spark.runtime.maven_jars import DELTA, KAFKA
+from snap_spark.runtime.session import _plan
+
+def loaded(backend, reads_kafka, job):
+    conf = {LAKE_BACKEND_CONF: backend} if backend else {}
+    settings = _plan("jars", "local[2]", conf, None, delta=None,
+                     kafka=None if reads_kafka or not job else False,
+                     delta_by_backend=job).settings
+    jars = set(settings.get("spark.jars", "").split(","))
+    return [DELTA_EXTENSION in settings.get("spark.sql.extensions", ""),
+            bool(jars & set(DELTA.available())), bool(jars & set(KAFKA.available()))]
+
+print(json.dumps([loaded(b, k, j) for b, k, j in [
+    ("delta-rs", False, True), (" Delta-RS", True, True), (None, False, True),
+    ("delta-spark", True, True), ("delta-rs", False, False)]]))
+"""
+
+
+def test_a_job_s_session_loads_the_jar_sets_the_job_needs_only() -> None:
+    """A job's session plan names Delta (extension and JARs) unless the backend is
+    delta-rs, and the Kafka connector's JARs only when the job reads Kafka (as
+    ``snap-spark submit`` does); ``build_session``'s plan loads every cached set. The stream
+    job reads Kafka when given ``--kafka-bootstrap``."""
+    from snap_spark.runner import prepare
+    from snap_spark.stream.stream_job import StreamVerify
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run([sys.executable, "-c", PLANS], capture_output=True, text=True,
+                          env={**environment, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # (Delta's extension, Delta's JARs, Kafka's JARs) for: a delta-rs job, one that reads
+    # Kafka, a job on the default backend, a delta-spark job reading Kafka, build_session
+    assert json.loads(done.stdout) == [[False, False, False], [False, False, True],
+                                       [True, True, False], [True, True, True],
+                                       [True, True, True]]
+    job = StreamVerify()
+    kafka = prepare(job, ["--kafka-bootstrap", "k:9092", "--topic", "t", "--checkpoint", "c"])
+    landing = prepare(job, ["--landing", "in", "--checkpoint", "c"])
+    assert (job.reads_kafka(kafka), job.reads_kafka(landing)) == (True, False)
 
 
 def test_only_a_local_master_is_deferred() -> None:
