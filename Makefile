@@ -20,7 +20,8 @@ MASTER ?= local[*]
 LAKE_BACKEND ?= auto
 DELTA_JARS = $(if $(filter delta-rs,$(LAKE_BACKEND)),,$(shell $(PY) -m snap_spark.runtime.maven_jars jars delta 2>/dev/null))
 # Spark's Kafka connector cached by `make setup`, and what a Kafka job gives spark-submit:
-# --jars '$(STREAM_JARS)' (Delta's JARs unless LAKE_BACKEND=delta-rs, and Kafka's).
+# --jars '$(STREAM_JARS)' (Delta's JARs unless LAKE_BACKEND=delta-rs, and Kafka's). `make
+# stream` reads a landing folder: it gets DELTA_JARS only, as snap-spark submit would.
 KAFKA_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars kafka 2>/dev/null)
 STREAM_JARS = $(shell $(PY) -m snap_spark.runtime.maven_jars jars $(if $(filter delta-rs,$(LAKE_BACKEND)),,delta) kafka 2>/dev/null)
 
@@ -186,7 +187,7 @@ stream: setup $(SAMPLE)
 		--driver-java-options '$(DRIVER_JAVA_OPTIONS)' \
 		--conf spark.ui.showConsoleProgress=false \
 		--conf spark.snap.lake.backend=$(LAKE_BACKEND) \
-		$(if $(STREAM_JARS),--jars '$(STREAM_JARS)') \
+		$(if $(DELTA_JARS),--jars '$(DELTA_JARS)') \
 		jobs/stream_verify.py --landing $(LANDING) --lake $(STREAM_LAKE) \
 		--checkpoint $(CHECKPOINT) --trigger $(TRIGGER) --max-files-per-trigger 1
 
