@@ -122,20 +122,25 @@ def test_the_deferred_session_answers_what_the_started_one_holds(spark: Any) -> 
         spark.conf.unset(key)
 
 
-#: Prints, as JSON, which cached JAR sets and whether Delta's extension the session plans
-#: of a job (``deferred_session``'s) and of ``build_session`` name, in a fresh interpreter
-#: (in this one, the tests' session runs: a plan then adds no JAR, a running JVM takes none).
+#: Prints, as JSON, which cached JAR sets and whether Delta's extension a job's session
+#: (``deferred_session``'s stand-in, which answers its settings unstarted) and
+#: ``build_session``'s plan name, in a fresh interpreter (in this one, the tests' session
+#: runs: a plan then adds no JAR, a running JVM takes none).
 PLANS = """
 import json
 from snap_spark.lake import DELTA_EXTENSION, LAKE_BACKEND_CONF
 from snap_spark.runtime.maven_jars import DELTA, KAFKA
-from snap_spark.runtime.session import _plan
+from snap_spark.runtime.session import DeferredSession, _plan, deferred_session
 
 def loaded(backend, reads_kafka, job):
     conf = {LAKE_BACKEND_CONF: backend} if backend else {}
-    settings = _plan("jars", "local[2]", conf, None, delta=None,
-                     kafka=None if reads_kafka or not job else False,
-                     delta_by_backend=job).settings
+    if job:
+        session = deferred_session("jars", "local[2]", conf, reads_kafka=reads_kafka)
+        assert isinstance(session, DeferredSession) and not session.started
+        settings = {key: session.conf.get(key, "") for key in
+                    ("spark.jars", "spark.sql.extensions")}
+    else:
+        settings = _plan("jars", "local[2]", conf, None, delta=None, kafka=None).settings
     jars = set(settings.get("spark.jars", "").split(","))
     return [DELTA_EXTENSION in settings.get("spark.sql.extensions", ""),
             bool(jars & set(DELTA.available())), bool(jars & set(KAFKA.available()))]
