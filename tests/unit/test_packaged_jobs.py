@@ -99,3 +99,21 @@ def test_the_makefile_gives_its_jobs_the_driver_flags_the_package_names() -> Non
     assert printed.strip() == "-Dlog4j2.configurationFile=conf/log4j2.properties " + flags
     assert makefile.count("--driver-java-options '$(DRIVER_JAVA_OPTIONS)'") == 5
     assert "--driver-java-options '-D" not in makefile
+
+
+def test_make_stream_gives_spark_submit_the_jar_sets_the_job_uses() -> None:
+    """``make stream`` reads a landing folder: it passes the JAR sets
+    :func:`snap_spark.runtime.maven_jars.job_jar_sets` names for it (Delta's on the default
+    backend, no Kafka connector), as ``snap-spark submit`` would."""
+    import shlex
+
+    from snap_spark.runtime.maven_jars import DELTA, KAFKA, job_jar_sets
+
+    assert job_jar_sets(None, reads_kafka=False) == ["delta"]
+    planned = subprocess.run(["make", "-n", "-s", "--no-print-directory", "stream"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    words = shlex.split(planned.replace("\\\n", " "))
+    assert "jobs/stream_verify.py" in words
+    jars = set(words[words.index("--jars") + 1].split(","))
+    assert DELTA.available() and KAFKA.available()  # make setup cached both
+    assert jars == set(DELTA.available())
